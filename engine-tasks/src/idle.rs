@@ -1,0 +1,311 @@
+//! Sleeping and waking: at most one searching thread, no lost wake-ups.
+//!
+//! # Protocol
+//!
+//! Every pool thread (worker, or a joining thread holding a slot) runs the
+//! same loop: find a task; if there is none, announce itself idle, look once
+//! more, and park. Whoever makes work visible calls [`Sleep::notify`].
+//!
+//! * **Searcher token.** `searching` counts threads that were woken to look
+//!   for work and have not found any yet. `notify` only wakes a thread if it
+//!   can move `searching` from 0 to 1, so at most one woken thread searches at
+//!   a time and a burst of pushes wakes one thread, not a herd. The woken
+//!   thread owns the token: when it finds a task it releases the token and, if
+//!   it was the last searcher, calls `notify` itself, so wake-ups spread one
+//!   at a time exactly while there is work (the hand-off of the zap pool's
+//!   `waking` state, and of Go's and Tokio's `nmspinning`).
+//! * **Idle masks.** A thread about to park sets its bit in the mask of the
+//!   least urgent lane it may run (`idle[lane]`): workers may run everything,
+//!   a thread blocked in `join` only work as urgent as what it waits for.
+//!   `notify(lane)` claims a thread only from the masks whose threads may run
+//!   `lane`, by clearing its bit, so a thread is claimed at most once.
+//! * **No lost wake-up.** A parking thread does `set idle bit; release token;
+//!   SeqCst fence; re-check every queue`. A pusher does `publish task; SeqCst
+//!   fence; read token and masks`. In the single total order of SeqCst
+//!   operations either the pusher reads the idle bit (and wakes the thread,
+//!   or finds the token taken by a searcher that has not yet released it, and
+//!   whose own re-check then follows the push), or the re-check follows the
+//!   push and finds the task. A token holder that cannot use it (no thread to
+//!   wake or spawn) releases it and looks at the masks once more, because it
+//!   may have turned other pushers away meanwhile.
+//! * **Claimed while leaving.** A thread that finds work in its re-check, or
+//!   is woken for another reason (its join target finished, shutdown), clears
+//!   its own bit. If the bit was already clear, a notifier claimed it and gave
+//!   it the token, which it must now use or pass on.
+//!
+//! Parking itself is [`Parker`]: a futex-backed wait with no timeout, so an
+//! idle pool is silent.
+
+use crate::lane::Lane;
+use crate::loom::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::park::Parker;
+use crossbeam_utils::CachePadded;
+
+/// Most thread slots a pool can have: one bit each in a `u64` mask.
+pub(crate) const MAX_SLOTS: usize = 64;
+
+/// What `notify` did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// A searcher is active (or no one could be woken); it will find the work.
+    Busy,
+    /// Woke the thread in this slot and gave it the token.
+    Woke(usize),
+    /// The caller holds the token but no idle thread may run the work: spawn
+    /// a thread and hand it the token, or call [`Sleep::give_up_token`].
+    NeedThread,
+}
+
+/// See the module docs.
+pub(crate) struct Sleep {
+    /// `idle[l]`: slots parked (or about to park) whose least urgent runnable
+    /// lane is `l`.
+    idle: [CachePadded<AtomicU64>; Lane::COUNT],
+    searching: CachePadded<AtomicU32>,
+    parkers: Box<[CachePadded<Parker>]>,
+}
+
+impl Sleep {
+    pub(crate) fn new(slots: usize) -> Self {
+        assert!(slots <= MAX_SLOTS, "at most {MAX_SLOTS} slots");
+        Sleep {
+            idle: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+            searching: CachePadded::new(AtomicU32::new(0)),
+            parkers: (0..slots)
+                .map(|_| CachePadded::new(Parker::new()))
+                .collect(),
+        }
+    }
+
+    /// Called after work of `lane` was made visible; `can_spawn` says whether
+    /// a new thread could be started for it. See the module docs.
+    pub(crate) fn notify(&self, lane: Lane, can_spawn: bool) -> Notify {
+        // SeqCst: pairs with the fence in `prepare_park` (the Dekker pair in
+        // the module docs): our task is published before this fence.
+        fence(Ordering::SeqCst);
+        // Relaxed: a fast check ordered by the fence; the CAS decides.
+        if self.searching.load(Ordering::Relaxed) != 0 {
+            return Notify::Busy;
+        }
+        // The common case when every thread is busy: nobody to wake, so skip
+        // the token's two read-modify-writes. Safe by the same Dekker pair: a
+        // thread whose idle bit we miss re-checks after our fence.
+        if !can_spawn && !self.idle_eligible(lane) {
+            return Notify::Busy;
+        }
+        // SeqCst: part of the total order the protocol argues about; pairs
+        // with the SeqCst decrements in `prepare_park` and `end_search`.
+        if self
+            .searching
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return Notify::Busy;
+        }
+        self.wake_with_token(lane)
+    }
+
+    fn wake_with_token(&self, lane: Lane) -> Notify {
+        // Prefer the thread restricted to exactly this lane (a thread already
+        // waiting on work of that urgency), then broader ones.
+        for &class in &Lane::ALL[lane.index()..] {
+            if let Some(slot) = self.claim(class) {
+                self.parkers[slot].unpark();
+                return Notify::Woke(slot);
+            }
+        }
+        Notify::NeedThread
+    }
+
+    fn claim(&self, class: Lane) -> Option<usize> {
+        let mask = &self.idle[class.index()];
+        // SeqCst: ordered after the fence in `notify` (see module docs).
+        let mut bits = mask.load(Ordering::SeqCst);
+        while bits != 0 {
+            let slot = bits.trailing_zeros() as usize;
+            let bit = 1u64 << slot;
+            // SeqCst: claims the slot; pairs with `unidle`'s fetch_and, which
+            // tells the slot whether it was claimed.
+            match mask.compare_exchange_weak(bits, bits & !bit, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return Some(slot),
+                Err(actual) => bits = actual,
+            }
+        }
+        None
+    }
+
+    /// The token holder found no use for it (see [`Notify::NeedThread`]).
+    pub(crate) fn give_up_token(&self) {
+        // SeqCst: pairs with the loads in `notify` (see module docs).
+        self.searching.fetch_sub(1, Ordering::SeqCst);
+        // While we held the token, other pushers were turned away; a thread
+        // may have gone idle since our claim failed. Look again, broadest
+        // class first so the thread we wake can run whatever was pushed.
+        if self.any_idle() {
+            for class in Lane::ALL.iter().rev() {
+                // Relaxed/SeqCst as in `notify`.
+                if self.idle[class.index()].load(Ordering::SeqCst) != 0 {
+                    if let Notify::NeedThread = self.notify(*class, false) {
+                        // The thread we saw was claimed by someone else.
+                        self.give_up_token();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn any_idle(&self) -> bool {
+        self.idle_eligible(Lane::FrameCritical)
+    }
+
+    /// Whether a thread that may run `lane` is idle.
+    fn idle_eligible(&self, lane: Lane) -> bool {
+        // SeqCst: as in `claim`.
+        self.idle[lane.index()..]
+            .iter()
+            .any(|mask| mask.load(Ordering::SeqCst) != 0)
+    }
+
+    /// Slot `slot` is about to park; it may run lanes down to `floor`. The
+    /// caller must re-check every queue it may run after this returns, then
+    /// either park or call [`Sleep::unidle`].
+    pub(crate) fn prepare_park(&self, slot: usize, floor: Lane, was_searching: bool) {
+        // SeqCst: the idle bit must precede the re-check in the total order.
+        self.idle[floor.index()].fetch_or(1 << slot, Ordering::SeqCst);
+        if was_searching {
+            // SeqCst: pairs with the CAS in `notify`.
+            self.searching.fetch_sub(1, Ordering::SeqCst);
+        }
+        // SeqCst: pairs with the fence in `notify` (see module docs).
+        fence(Ordering::SeqCst);
+    }
+
+    /// Leaves the idle set. Returns `true` if a notifier had already claimed
+    /// the slot: the caller now holds the searcher token.
+    pub(crate) fn unidle(&self, slot: usize, floor: Lane) -> bool {
+        let bit = 1u64 << slot;
+        // SeqCst: pairs with the claiming CAS in `claim`.
+        self.idle[floor.index()].fetch_and(!bit, Ordering::SeqCst) & bit == 0
+    }
+
+    /// A searcher found work. Returns `true` if it was the last one: the
+    /// caller should `notify` so that another thread looks for more.
+    pub(crate) fn end_search(&self) -> bool {
+        // SeqCst: pairs with the CAS in `notify`.
+        self.searching.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    pub(crate) fn park(&self, slot: usize) {
+        self.parkers[slot].park();
+    }
+
+    /// Wakes a slot without giving it the token (join target finished,
+    /// shutdown). The slot re-checks why it woke.
+    pub(crate) fn unpark(&self, slot: usize) {
+        self.parkers[slot].unpark();
+    }
+
+    pub(crate) fn parker(&self, slot: usize) -> &Parker {
+        &self.parkers[slot]
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.parkers.len()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::loom::atomic::AtomicUsize;
+    use crate::loom::{thread, Arc};
+
+    /// A worker's loop reduced to the protocol: `work` stands for a queue.
+    fn worker(sleep: &Sleep, work: &AtomicUsize, slot: usize, mut searching: bool, rounds: usize) {
+        let take = || {
+            // Relaxed: the queue stand-in; ordering comes from the protocol.
+            let mut n = work.load(Ordering::Relaxed);
+            while n > 0 {
+                match work.compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => return true,
+                    Err(actual) => n = actual,
+                }
+            }
+            false
+        };
+        let mut done = 0;
+        while done < rounds {
+            if take() {
+                done += 1;
+                if searching {
+                    searching = false;
+                    if sleep.end_search() {
+                        let _ = sleep.notify(Lane::Normal, false);
+                    }
+                }
+                continue;
+            }
+            sleep.prepare_park(slot, Lane::Background, searching);
+            if take() {
+                done += 1;
+                searching = sleep.unidle(slot, Lane::Background);
+                continue;
+            }
+            sleep.park(slot);
+            searching = sleep.unidle(slot, Lane::Background);
+        }
+        if searching && sleep.end_search() {
+            let _ = sleep.notify(Lane::Normal, false);
+        }
+    }
+
+    fn push(sleep: &Sleep, work: &AtomicUsize) {
+        // Relaxed: published to parkers by the SeqCst fence in `notify`.
+        work.fetch_add(1, Ordering::Relaxed);
+        if sleep.notify(Lane::Normal, false) == Notify::NeedThread {
+            sleep.give_up_token();
+        }
+    }
+
+    /// Two pushes from outside, one idle worker: the worker runs both (the
+    /// model would deadlock, which loom reports, if a wake-up were lost).
+    #[test]
+    fn no_lost_wakeup_one_worker() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(1));
+            let work = Arc::new(AtomicUsize::new(0));
+            let w = {
+                let (sleep, work) = (sleep.clone(), work.clone());
+                thread::spawn(move || worker(&sleep, &work, 0, false, 2))
+            };
+            push(&sleep, &work);
+            push(&sleep, &work);
+            w.join().unwrap();
+        });
+    }
+
+    /// Two workers, two pushes: with the token handed between them, both
+    /// tasks run and nobody sleeps on queued work.
+    #[test]
+    fn no_lost_wakeup_two_workers() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let work = Arc::new(AtomicUsize::new(0));
+            let workers: Vec<_> = (0..2)
+                .map(|slot| {
+                    let (sleep, work) = (sleep.clone(), work.clone());
+                    // Each worker runs one task; together they must run both,
+                    // whichever one is woken.
+                    thread::spawn(move || worker(&sleep, &work, slot, false, 1))
+                })
+                .collect();
+            push(&sleep, &work);
+            push(&sleep, &work);
+            for w in workers {
+                w.join().unwrap();
+            }
+        });
+    }
+}

@@ -1,0 +1,156 @@
+//! Fork-join: `join(a, b)` and `parallel_for`.
+//!
+//! `join` puts `b` in a task that lives on the caller's stack (no
+//! allocation), pushes it into the caller's LIFO slot where idle threads can
+//! steal it, runs `a`, then takes `b` back and runs it inline unless a thief
+//! got it first, in which case it waits for `b` (block-on-complete). The stack
+//! frame outlives the task because `join` does not return, or unwind, before
+//! `b`'s latch is set.
+
+use crate::lane::Lane;
+use crate::latch::Latch;
+use crate::registry::Shared;
+use crate::task::{Header, TaskRef};
+use crate::worker::{self, Local};
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::thread;
+
+#[repr(C)]
+struct StackJob<F, R> {
+    header: Header,
+    latch: Latch,
+    func: UnsafeCell<Option<F>>,
+    result: UnsafeCell<Option<thread::Result<R>>>,
+}
+
+impl<F, R> StackJob<F, R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    fn new(func: F) -> Self {
+        StackJob {
+            header: Header::new(Self::run),
+            latch: Latch::new(1),
+            func: UnsafeCell::new(Some(func)),
+            result: UnsafeCell::new(None),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// The job must stay in place until its latch is set, and the reference
+    /// must be queued or run exactly once.
+    unsafe fn task_ref(&self) -> TaskRef {
+        let header = NonNull::from(&self.header);
+        // SAFETY: forwarded to the caller; `header` is at offset 0 of the
+        // `repr(C)` job, so `run` can recover the job from it.
+        unsafe { TaskRef::from_raw(header) }
+    }
+
+    unsafe fn run(header: NonNull<Header>) {
+        // SAFETY: `header` came from `task_ref`, and the job is alive until
+        // the latch is set below.
+        let this = unsafe { header.cast::<Self>().as_ref() };
+        // SAFETY: only the single runner touches `func` and `result` before
+        // the latch is set; the owner reads `result` only after.
+        let func = unsafe { (*this.func.get()).take() }.expect("join task ran twice");
+        let result = panic::catch_unwind(AssertUnwindSafe(func));
+        // SAFETY: as above.
+        unsafe { *this.result.get() = Some(result) };
+        // After this the owner may return and free the job: touch nothing.
+        this.latch.count_down();
+    }
+
+    fn into_result(self) -> thread::Result<R> {
+        debug_assert!(self.latch.is_set());
+        self.result.into_inner().expect("join task did not run")
+    }
+}
+
+impl Local<'_> {
+    /// `join` on a thread that has a slot.
+    pub(crate) fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA,
+        B: FnOnce() -> RB + Send,
+        RB: Send,
+    {
+        let lane = self.current_lane();
+        let job = StackJob::new(b);
+        // SAFETY: `job` stays on this frame until its latch is set: the loop
+        // below only ends then, and `a`'s panic is caught until after it.
+        let task = unsafe { job.task_ref() };
+        let b_header = task.as_ptr();
+        self.push(lane, task);
+        let result_a = panic::catch_unwind(AssertUnwindSafe(a));
+        while !job.latch.is_set() {
+            match self.take_back(lane) {
+                // Our own `b`, or newer work `a` left behind: run it here.
+                Some(task) => {
+                    let is_b = task.as_ptr() == b_header;
+                    self.run_taken(task, lane);
+                    if is_b {
+                        break;
+                    }
+                }
+                // A thief has `b`: help with other work until it finishes.
+                None => self.wait_until(&job.latch, || lane),
+            }
+        }
+        finish(result_a, job.into_result())
+    }
+}
+
+fn finish<RA, RB>(a: thread::Result<RA>, b: thread::Result<RB>) -> (RA, RB) {
+    match (a, b) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(payload), _) | (_, Err(payload)) => panic::resume_unwind(payload),
+    }
+}
+
+/// `join` in pool `shared`, from any thread.
+pub(crate) fn join_in<A, B, RA, RB>(shared: &Shared, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    worker::with_slot(shared, move |local| match local {
+        Some(local) => local.join(a, b),
+        None => {
+            let lane = Lane::Normal;
+            let job = StackJob::new(b);
+            // SAFETY: as in `Local::join`: we wait for the latch below
+            // before `job` goes out of scope, even if `a` panics.
+            shared.inject_structured(lane, unsafe { job.task_ref() });
+            let result_a = panic::catch_unwind(AssertUnwindSafe(a));
+            worker::wait_without_slot(shared, &job.latch, || lane);
+            finish(result_a, job.into_result())
+        }
+    })
+}
+
+/// Calls `f(i)` for every `i` in `range`, splitting the range in halves with
+/// `join` until a piece has at most `grain` indices (a `grain` of 0 counts as 1).
+pub(crate) fn parallel_for_in<F>(shared: &Shared, range: Range<usize>, grain: usize, f: &F)
+where
+    F: Fn(usize) + Sync,
+{
+    let grain = grain.max(1);
+    if range.len() <= grain {
+        range.for_each(f);
+        return;
+    }
+    let mid = range.start + range.len() / 2;
+    let (low, high) = (range.start..mid, mid..range.end);
+    join_in(
+        shared,
+        || parallel_for_in(shared, low, grain, f),
+        || parallel_for_in(shared, high, grain, f),
+    );
+}

@@ -1,0 +1,88 @@
+//! engine-tasks: a work-stealing task scheduler for game and simulation frame
+//! loops.
+//!
+//! * A [`Pool`] of worker threads with three priority [`Lane`]s. Each thread
+//!   owns, per lane, a LIFO slot, a lock-free 256-slot ring and a lock-free
+//!   overflow queue; idle threads steal half a ring at a time; threads outside
+//!   the pool submit through a lock-free injector. Scheduling allocates
+//!   nothing inside the pool: tasks are intrusive.
+//! * At most one thread searches for work at a time after a wake-up, and
+//!   idle threads sleep on a futex with no timeout: an idle pool uses no CPU.
+//! * Threads start lazily and a failed thread spawn is survived.
+//! * Waiting is block-on-complete: [`JoinHandle::join`], [`PoolHandle::join`],
+//!   [`PoolHandle::scope`] and [`PoolHandle::parallel_for`] run queued tasks
+//!   while they wait, instead of sleeping.
+//!
+//! ```
+//! use engine_tasks::{Lane, Pool};
+//!
+//! let pool = Pool::builder().threads(2).build().unwrap();
+//! let handle = pool.spawn(Lane::Normal, || 6 * 7).unwrap();
+//! assert_eq!(handle.join().unwrap(), 42);
+//!
+//! let mut squares = vec![0u64; 1000];
+//! pool.scope(|s| {
+//!     for (i, chunk) in squares.chunks_mut(100).enumerate() {
+//!         s.spawn(move |_| {
+//!             for (j, x) in chunk.iter_mut().enumerate() {
+//!                 let n = (i * 100 + j) as u64;
+//!                 *x = n * n;
+//!             }
+//!         });
+//!     }
+//! });
+//! assert_eq!(squares[999], 999 * 999);
+//! ```
+//!
+//! The design notes live beside the code: `ring.rs` (the ring and its
+//! steal-half), `queue.rs` (overflow and injector), `idle.rs` (the wake-up
+//! protocol and why no wake-up is lost), `worker.rs` (the search order and
+//! what a waiting thread runs), `registry.rs` (slots, lazy spawning,
+//! shutdown), `lane.rs` (lane policy).
+
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+mod idle;
+mod instrument;
+mod lane;
+mod latch;
+mod loom;
+mod park;
+mod queue;
+mod ring;
+mod task;
+
+#[cfg(not(loom))]
+mod cancel;
+#[cfg(not(loom))]
+mod join;
+#[cfg(not(loom))]
+mod pool;
+#[cfg(not(loom))]
+mod registry;
+#[cfg(not(loom))]
+mod scope;
+#[cfg(not(loom))]
+mod spawn;
+#[cfg(not(loom))]
+mod stats;
+#[cfg(not(loom))]
+mod worker;
+
+#[cfg(test)]
+mod test_support;
+
+pub use lane::Lane;
+
+#[cfg(not(loom))]
+pub use {
+    cancel::CancellationToken,
+    pool::{
+        default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle,
+        SpawnError, MIN_STACK_SIZE,
+    },
+    registry::{SpawnFn, ThreadSpec, MAX_THREADS},
+    scope::Scope,
+    spawn::{panic_message, JoinError, JoinHandle},
+    stats::{LaneStats, PoolStats, ThreadStats},
+};

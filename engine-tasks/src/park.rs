@@ -1,0 +1,120 @@
+//! A one-permit parker for one thread slot.
+//!
+//! `unpark` leaves a permit; `park` consumes it or sleeps until one arrives.
+//! Sleeping is a condition-variable wait (a futex wait on Linux): no spinning
+//! and no timeout, so a parked thread costs no CPU. The parker belongs to a
+//! slot, not to an OS thread, so a waker can hold on to it while the slot is
+//! handed from one thread to another (the pool's guest slot).
+//!
+//! # States
+//!
+//! `EMPTY` (no permit, nobody asleep), `PARKED` (the owner is asleep or about
+//! to be, under the mutex), `NOTIFIED` (a permit is waiting).
+
+use crate::loom::atomic::{AtomicU32, Ordering};
+use crate::loom::{Condvar, Mutex};
+
+const EMPTY: u32 = 0;
+const PARKED: u32 = 1;
+const NOTIFIED: u32 = 2;
+
+/// See the module docs.
+pub(crate) struct Parker {
+    state: AtomicU32,
+    lock: Mutex<()>,
+    cvar: Condvar,
+}
+
+impl Parker {
+    pub(crate) fn new() -> Self {
+        Parker {
+            state: AtomicU32::new(EMPTY),
+            lock: Mutex::new(()),
+            cvar: Condvar::new(),
+        }
+    }
+
+    /// Sleeps until a permit is available, then consumes it. Only the slot's
+    /// current owner calls this.
+    pub(crate) fn park(&self) {
+        // Acquire: pairs with the Release swap in `unpark`, so whatever the
+        // waker did before unparking is visible after we return.
+        if self
+            .state
+            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed on success: the mutex orders us with `unpark`'s lock/notify.
+        // Acquire on failure: the state is NOTIFIED; as above.
+        match self
+            .state
+            .compare_exchange(EMPTY, PARKED, Ordering::Relaxed, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            Err(NOTIFIED) => {
+                // Relaxed: the failed CAS above already acquired.
+                self.state.store(EMPTY, Ordering::Relaxed);
+                return;
+            }
+            Err(other) => unreachable!("parker in state {other} at park"),
+        }
+        loop {
+            guard = self.cvar.wait(guard).unwrap_or_else(|e| e.into_inner());
+            // Acquire: pairs with the Release swap in `unpark`.
+            if self
+                .state
+                .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+            // A spurious wake-up: still PARKED, wait again.
+        }
+    }
+
+    /// Leaves a permit and wakes the owner if it sleeps.
+    pub(crate) fn unpark(&self) {
+        // Release: pairs with the Acquire in `park`.
+        match self.state.swap(NOTIFIED, Ordering::Release) {
+            EMPTY | NOTIFIED => {}
+            PARKED => {
+                // Taking the lock orders our notify after the owner's wait
+                // began (it holds the lock from its CAS to the wait), so the
+                // notification cannot fall between its check and its sleep.
+                drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
+                self.cvar.notify_one();
+            }
+            other => unreachable!("parker in state {other} at unpark"),
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::loom::{atomic::AtomicBool, thread, Arc};
+
+    /// A permit given before, during or after park is never lost.
+    #[test]
+    fn unpark_is_never_lost() {
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let waker = {
+                let parker = parker.clone();
+                let flag = flag.clone();
+                thread::spawn(move || {
+                    flag.store(true, Ordering::Relaxed);
+                    parker.unpark();
+                })
+            };
+            while !flag.load(Ordering::Relaxed) {
+                parker.park();
+            }
+            waker.join().unwrap();
+        });
+    }
+}

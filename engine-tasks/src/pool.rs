@@ -1,0 +1,446 @@
+//! The public pool: configuration, spawning, structured parallelism,
+//! statistics and shutdown.
+
+use crate::cancel::CancellationToken;
+use crate::join as fork_join;
+use crate::lane::Lane;
+use crate::registry::{self, Config, Shared, SpawnFn, ThreadSpec, MAX_THREADS};
+use crate::scope::{self, Scope};
+use crate::spawn::{JoinHandle, SpawnCell};
+use crate::stats::PoolStats;
+use crate::worker;
+use std::fmt;
+use std::io;
+use std::ops::{Deref, Range};
+use std::sync::{Arc, OnceLock};
+
+/// Smallest stack a worker may be given: below this even the scheduler's own
+/// frames (and a panic's unwinding) do not fit reliably.
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
+/// Why a pool configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// More worker threads than the pool supports.
+    TooManyThreads {
+        /// Requested.
+        requested: usize,
+        /// [`MAX_THREADS`].
+        max: usize,
+    },
+    /// A stack smaller than [`MIN_STACK_SIZE`].
+    StackTooSmall {
+        /// Requested, in bytes.
+        requested: usize,
+        /// [`MIN_STACK_SIZE`].
+        min: usize,
+    },
+    /// A background cap of zero would never run background tasks, or one
+    /// above the number of threads that can run them.
+    InvalidBackgroundCap {
+        /// Requested.
+        requested: usize,
+        /// Largest accepted value: the worker count (at least 1).
+        max: usize,
+    },
+    /// An empty thread-name prefix.
+    EmptyThreadName,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::TooManyThreads { requested, max } => {
+                write!(
+                    f,
+                    "{requested} worker threads requested; the most a pool supports is {max}"
+                )
+            }
+            BuildError::StackTooSmall { requested, min } => {
+                write!(
+                    f,
+                    "worker stack of {requested} bytes requested; the minimum is {min}"
+                )
+            }
+            BuildError::InvalidBackgroundCap { requested, max } => write!(
+                f,
+                "background cap {requested} is invalid: it must be between 1 and {max}"
+            ),
+            BuildError::EmptyThreadName => f.write_str("the thread name prefix is empty"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Configures a [`Pool`].
+pub struct PoolBuilder {
+    threads: Option<usize>,
+    background_cap: Option<usize>,
+    name_prefix: String,
+    stack_size: Option<usize>,
+    spawn: Option<Arc<SpawnFn>>,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> Self {
+        PoolBuilder {
+            threads: None,
+            background_cap: None,
+            name_prefix: "engine-worker".into(),
+            stack_size: None,
+            spawn: None,
+        }
+    }
+}
+
+impl PoolBuilder {
+    /// Worker threads to start (lazily) at most. Default: available
+    /// parallelism minus one, because the thread that waits takes part; at
+    /// least one. Zero is allowed: all work then runs on threads that wait.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Most workers that may run background tasks at once. Default: all
+    /// workers but one when there are two or more, else 1.
+    pub fn background_cap(mut self, cap: usize) -> Self {
+        self.background_cap = Some(cap);
+        self
+    }
+
+    /// Thread names are `{prefix}-{index}`. Default `engine-worker`.
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.name_prefix = prefix.into();
+        self
+    }
+
+    /// Stack size of worker threads in bytes. Default: the platform's.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Replaces how worker threads are started (default: `std::thread`),
+    /// e.g. to pin them or set their OS priority. A returned error is
+    /// survived: the pool stops spawning and works with the threads it has.
+    pub fn spawn_with<F>(mut self, spawn: F) -> Self
+    where
+        F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> io::Result<std::thread::JoinHandle<()>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.spawn = Some(Arc::new(spawn));
+        self
+    }
+
+    /// Validates the configuration and creates the pool. No thread starts
+    /// until there is work.
+    pub fn build(self) -> Result<Pool, BuildError> {
+        let threads = self.threads.unwrap_or_else(default_threads);
+        if threads > MAX_THREADS {
+            return Err(BuildError::TooManyThreads {
+                requested: threads,
+                max: MAX_THREADS,
+            });
+        }
+        if let Some(requested) = self.stack_size.filter(|&s| s < MIN_STACK_SIZE) {
+            return Err(BuildError::StackTooSmall {
+                requested,
+                min: MIN_STACK_SIZE,
+            });
+        }
+        let max_cap = threads.max(1);
+        let background_cap =
+            self.background_cap
+                .unwrap_or(if threads >= 2 { threads - 1 } else { 1 });
+        if background_cap == 0 || background_cap > max_cap {
+            return Err(BuildError::InvalidBackgroundCap {
+                requested: background_cap,
+                max: max_cap,
+            });
+        }
+        if self.name_prefix.is_empty() {
+            return Err(BuildError::EmptyThreadName);
+        }
+        let config = Config {
+            threads,
+            background_cap,
+            name_prefix: self.name_prefix,
+            stack_size: self.stack_size,
+            spawn: self
+                .spawn
+                .unwrap_or_else(|| Arc::new(registry::spawn_std_thread)),
+        };
+        Ok(Pool {
+            handle: PoolHandle {
+                shared: Shared::new(config),
+            },
+        })
+    }
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .clamp(1, MAX_THREADS)
+}
+
+/// A spawn refused because the pool is shutting down; holds the closure so
+/// nothing is lost.
+pub struct SpawnError<F> {
+    task: F,
+}
+
+impl<F> SpawnError<F> {
+    /// The closure that was not spawned.
+    pub fn into_inner(self) -> F {
+        self.task
+    }
+}
+
+impl<F> fmt::Debug for SpawnError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SpawnError(pool is shut down)")
+    }
+}
+
+impl<F> fmt::Display for SpawnError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the pool is shut down; the task was not spawned")
+    }
+}
+
+impl<F> std::error::Error for SpawnError<F> {}
+
+/// The owner of a work-stealing pool. Dropping it shuts the pool down: it
+/// stops accepting `spawn`s, runs every task already queued, and joins every
+/// thread. All methods come from [`PoolHandle`].
+pub struct Pool {
+    handle: PoolHandle,
+}
+
+impl Pool {
+    /// A pool with the default configuration.
+    pub fn new() -> Pool {
+        Pool::builder()
+            .build()
+            .expect("the default pool configuration is valid")
+    }
+
+    /// Starts configuring a pool.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    /// A cloneable handle for spawning from anywhere; it does not keep the
+    /// pool running after the `Pool` is dropped (spawns then fail).
+    pub fn handle(&self) -> PoolHandle {
+        self.handle.clone()
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::new()
+    }
+}
+
+impl Deref for Pool {
+    type Target = PoolHandle;
+
+    fn deref(&self) -> &PoolHandle {
+        &self.handle
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let shared = &self.handle.shared;
+        shared.shutdown_and_join();
+        worker::drain(shared);
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}
+
+/// A shared reference to a pool, for spawning from anywhere.
+#[derive(Clone)]
+pub struct PoolHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for PoolHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolHandle")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}
+
+impl PoolHandle {
+    /// Most worker threads (started lazily).
+    pub fn threads(&self) -> usize {
+        self.shared.worker_count()
+    }
+
+    /// Runs `f` on the pool in `lane`. Fails, handing `f` back, once the pool
+    /// is shutting down.
+    pub fn spawn<F, T>(&self, lane: Lane, f: F) -> Result<JoinHandle<T>, SpawnError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_cell(lane, None, f)
+    }
+
+    /// Like [`spawn`](Self::spawn), with a token the task can poll. If the
+    /// token is cancelled before the task starts, it is not run and its
+    /// handle returns [`JoinError::Cancelled`](crate::JoinError::Cancelled).
+    pub fn spawn_cancellable<F, T>(
+        &self,
+        lane: Lane,
+        token: &CancellationToken,
+        f: F,
+    ) -> Result<JoinHandle<T>, SpawnError<F>>
+    where
+        F: FnOnce(&CancellationToken) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.shared.is_shutdown() {
+            return Err(SpawnError { task: f });
+        }
+        let inner = token.clone();
+        self.spawn_cell(lane, Some(token.clone()), move || f(&inner))
+            .map_err(|_| unreachable!("shutdown was checked; only `inject` can refuse"))
+    }
+
+    fn spawn_cell<F, T>(
+        &self,
+        lane: Lane,
+        token: Option<CancellationToken>,
+        f: F,
+    ) -> Result<JoinHandle<T>, SpawnError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.shared;
+        if shared.is_shutdown() {
+            return Err(SpawnError { task: f });
+        }
+        let cell = SpawnCell::new(lane, token, f);
+        let task = SpawnCell::task_ref(&cell);
+        let outside = worker::with_current(|local| match local {
+            Some(local) if std::ptr::eq(local.shared, &**shared) => {
+                local.push(lane, task);
+                None
+            }
+            _ => Some(task),
+        });
+        match outside {
+            None => Ok(JoinHandle::new(cell, None)),
+            Some(task) => match shared.inject(lane, task) {
+                Ok(()) => Ok(JoinHandle::new(cell, Some(shared.clone()))),
+                Err(task) => Err(SpawnError {
+                    task: SpawnCell::reclaim(cell, task),
+                }),
+            },
+        }
+    }
+
+    /// Runs `a` and `b`, potentially in parallel, and returns both results.
+    /// A panic in either is re-raised here after both have finished.
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        fork_join::join_in(&self.shared, a, b)
+    }
+
+    /// Creates a scope whose tasks may borrow from the caller's stack, and
+    /// waits (block-on-complete) until all of them finish. The first panic of
+    /// the body or a task is re-raised after every task has finished.
+    pub fn scope<'env, F, R>(&self, f: F) -> R
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+    {
+        scope::scope_in(&self.shared, f)
+    }
+
+    /// Calls `f(i)` for each `i` in `range` in parallel, in pieces of at most
+    /// `grain` indices (0 counts as 1), and returns when all are done.
+    pub fn parallel_for<F>(&self, range: Range<usize>, grain: usize, f: F)
+    where
+        F: Fn(usize) + Send + Sync,
+    {
+        fork_join::parallel_for_in(&self.shared, range, grain, &f);
+    }
+
+    /// A lock-free snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+
+    /// Tasks queued in `lane` right now, over every queue (a hint).
+    pub fn queued(&self, lane: Lane) -> usize {
+        self.shared.queued(lane)
+    }
+}
+
+/// The process-wide default pool, created with the default configuration on
+/// first use and never shut down.
+pub fn default_pool() -> &'static Pool {
+    static DEFAULT: OnceLock<Pool> = OnceLock::new();
+    DEFAULT.get_or_init(Pool::new)
+}
+
+/// The pool the calling thread works for, else the default pool.
+fn current_shared<R>(f: impl FnOnce(&Shared) -> R) -> R {
+    let mut f = Some(f);
+    let inside =
+        worker::with_current(|local| local.map(|l| (f.take().expect("called once"))(l.shared)));
+    match inside {
+        Some(result) => result,
+        None => (f.take().expect("called once"))(&default_pool().shared),
+    }
+}
+
+/// [`PoolHandle::join`] on the current thread's pool (or the default pool).
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    current_shared(|shared| fork_join::join_in(shared, a, b))
+}
+
+/// [`PoolHandle::scope`] on the current thread's pool (or the default pool).
+pub fn scope<'env, F, R>(f: F) -> R
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+{
+    current_shared(|shared| scope::scope_in(shared, f))
+}
+
+/// [`PoolHandle::parallel_for`] on the current thread's pool (or the default
+/// pool).
+pub fn parallel_for<F>(range: Range<usize>, grain: usize, f: F)
+where
+    F: Fn(usize) + Send + Sync,
+{
+    current_shared(|shared| fork_join::parallel_for_in(shared, range, grain, &f));
+}

@@ -1,0 +1,346 @@
+//! The pool's shared state: thread slots, injector, sleep protocol, lazy
+//! thread spawning and shutdown.
+//!
+//! # Slots
+//!
+//! A pool with `n` worker threads has `n + 1` slots. Slot `i < n` belongs to
+//! worker thread `i`, started lazily the first time a wake-up finds no idle
+//! thread. Slot `n` is the **guest** slot: a thread outside the pool that
+//! blocks in `join`, `scope` or `JoinHandle::join` borrows it for the
+//! duration, so the main thread gets its own queues, can be stolen from, and
+//! sleeps in the same protocol as workers. One guest at a time; other outside
+//! threads wait without a slot (see `worker::wait_without_slot`).
+//!
+//! Each slot holds, per lane, a LIFO slot, a ring and an overflow queue.
+//! `advertised[lane]` has bit `i` set while slot `i` may have work of that
+//! lane, so a search for urgent work looks only at slots that have some.
+//!
+//! # Threads
+//!
+//! Threads are spawned through the configured spawn function, one at a time,
+//! under `threads`' lock. A failed spawn is counted and stops further spawning:
+//! the pool carries on with the threads it has, and with none at all the
+//! threads that wait in `join` run the work.
+//!
+//! # Shutdown
+//!
+//! Dropping the `Pool` sets `shutdown` (new `spawn`s fail and return their
+//! task), wakes every thread, and joins them. Workers exit only when they find
+//! no task, so everything queued runs. The dropping thread then waits for
+//! submissions that were already past the shutdown check, and runs whatever is
+//! still queued itself. No task is dropped unrun.
+
+use crate::idle::{Notify, Sleep, MAX_SLOTS};
+use crate::instrument;
+use crate::lane::Lane;
+use crate::queue::TaskQueue;
+use crate::ring::Ring;
+use crate::stats::{PoolStats, SlotCounters};
+use crate::task::{Header, TaskRef};
+use crate::worker;
+use crossbeam_utils::CachePadded;
+use std::io;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+
+/// Most worker threads a pool can have (one slot is the guest's).
+pub const MAX_THREADS: usize = MAX_SLOTS - 1;
+
+/// What the spawn function is asked to start.
+#[derive(Clone, Debug)]
+pub struct ThreadSpec {
+    /// Worker index, from 0.
+    pub index: usize,
+    /// The thread name from the configured prefix, e.g. `engine-worker-0`.
+    pub name: String,
+    /// Requested stack size in bytes, if configured.
+    pub stack_size: Option<usize>,
+}
+
+/// Starts an OS thread running `main`. Injectable so that tests (and engines
+/// with their own thread setup: affinity, priorities) control spawning.
+pub type SpawnFn =
+    dyn Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> io::Result<JoinHandle<()>> + Send + Sync;
+
+pub(crate) fn spawn_std_thread(
+    spec: ThreadSpec,
+    main: Box<dyn FnOnce() + Send>,
+) -> io::Result<JoinHandle<()>> {
+    let mut builder = std::thread::Builder::new().name(spec.name);
+    if let Some(size) = spec.stack_size {
+        builder = builder.stack_size(size);
+    }
+    builder.spawn(main)
+}
+
+/// Per-lane queues of one slot.
+pub(crate) struct SlotLane {
+    pub(crate) lifo: CachePadded<AtomicPtr<Header>>,
+    pub(crate) ring: Ring,
+    pub(crate) overflow: TaskQueue,
+}
+
+/// One thread slot; see the module docs.
+pub(crate) struct Slot {
+    pub(crate) lanes: [SlotLane; Lane::COUNT],
+    pub(crate) counters: SlotCounters,
+}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            lanes: std::array::from_fn(|_| SlotLane {
+                lifo: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+                ring: Ring::new(),
+                overflow: TaskQueue::new(),
+            }),
+            counters: SlotCounters::default(),
+        }
+    }
+
+    /// Whether any queue of `lane` looks non-empty.
+    pub(crate) fn has_work(&self, lane: Lane) -> bool {
+        let q = &self.lanes[lane.index()];
+        // Relaxed: a hint; taking the task decides.
+        !q.lifo.load(Ordering::Relaxed).is_null() || !q.ring.is_empty() || !q.overflow.is_empty()
+    }
+}
+
+/// Validated configuration (see `PoolBuilder`).
+pub(crate) struct Config {
+    pub(crate) threads: usize,
+    pub(crate) background_cap: usize,
+    pub(crate) name_prefix: String,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) spawn: Arc<SpawnFn>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) slots: Box<[Slot]>,
+    pub(crate) injector: [TaskQueue; Lane::COUNT],
+    pub(crate) advertised: [CachePadded<AtomicU64>; Lane::COUNT],
+    pub(crate) sleep: Sleep,
+    /// Participants running background tasks now, and the most allowed.
+    background_running: CachePadded<AtomicUsize>,
+    background_cap: usize,
+    guest_taken: CachePadded<AtomicBool>,
+    shutdown: AtomicBool,
+    /// External submissions past the shutdown check and not yet queued.
+    submitting: AtomicUsize,
+    /// Worker threads started; only written under `threads`' lock.
+    started: AtomicUsize,
+    spawn_failed: AtomicBool,
+    spawn_failures: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) external: SlotCounters,
+    config: Config,
+    me: Weak<Shared>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Arc<Shared> {
+        let slots = config.threads + 1;
+        Arc::new_cyclic(|me| Shared {
+            slots: (0..slots).map(|_| Slot::new()).collect(),
+            injector: std::array::from_fn(|_| TaskQueue::new()),
+            advertised: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+            sleep: Sleep::new(slots),
+            background_running: CachePadded::new(AtomicUsize::new(0)),
+            background_cap: config.background_cap,
+            guest_taken: CachePadded::new(AtomicBool::new(false)),
+            shutdown: AtomicBool::new(false),
+            submitting: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            spawn_failed: AtomicBool::new(false),
+            spawn_failures: AtomicU64::new(0),
+            threads: Mutex::new(Vec::with_capacity(config.threads)),
+            external: SlotCounters::default(),
+            config,
+            me: me.clone(),
+        })
+    }
+
+    pub(crate) fn worker_count(&self) -> usize {
+        self.config.threads
+    }
+
+    pub(crate) fn guest_index(&self) -> usize {
+        self.config.threads
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        // Acquire: pairs with the SeqCst store in `shutdown`.
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Tries to borrow the guest slot (see module docs).
+    pub(crate) fn try_take_guest(&self) -> bool {
+        // Acquire: pairs with the Release in `release_guest`, handing over the
+        // slot's owner-only state from the previous guest.
+        self.guest_taken
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    pub(crate) fn release_guest(&self) {
+        // Release: pairs with the Acquire in `try_take_guest`.
+        self.guest_taken.store(false, Ordering::Release);
+    }
+
+    /// Takes one of the `background_cap` permits to run background work.
+    pub(crate) fn try_acquire_background(&self) -> bool {
+        // Relaxed: a counter of permits; the tasks themselves are handed over
+        // by the queues, not by this count.
+        let mut running = self.background_running.load(Ordering::Relaxed);
+        while running < self.background_cap {
+            match self.background_running.compare_exchange_weak(
+                running,
+                running + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => running = actual,
+            }
+        }
+        false
+    }
+
+    pub(crate) fn release_background(&self) {
+        // Relaxed: see `try_acquire_background`.
+        self.background_running.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Queues a task submitted by a thread without a slot of this pool.
+    /// Fails (returning the task) once shutdown has begun.
+    pub(crate) fn inject(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
+        // SeqCst, with the SeqCst shutdown store and load: either `shutdown`
+        // sees our count and waits for the push, or we see the shutdown.
+        self.submitting.fetch_add(1, Ordering::SeqCst);
+        if self.shutdown.load(Ordering::SeqCst) {
+            self.submitting.fetch_sub(1, Ordering::SeqCst);
+            return Err(task);
+        }
+        self.injector[lane.index()].push(task);
+        self.external.lanes[lane.index()].spawned.add_shared(1);
+        // SeqCst: see above; the push happens before `shutdown` stops waiting.
+        self.submitting.fetch_sub(1, Ordering::SeqCst);
+        self.notify(lane);
+        Ok(())
+    }
+
+    /// Queues a task that must run even during shutdown (a `join` half or a
+    /// scope task whose submitter waits for it); never fails.
+    pub(crate) fn inject_structured(&self, lane: Lane, task: TaskRef) {
+        self.injector[lane.index()].push(task);
+        self.external.lanes[lane.index()].spawned.add_shared(1);
+        self.notify(lane);
+    }
+
+    fn can_spawn(&self) -> bool {
+        // Relaxed: hints re-checked under the `threads` lock in `spawn_worker`.
+        self.started.load(Ordering::Relaxed) < self.config.threads
+            && !self.spawn_failed.load(Ordering::Relaxed)
+            && !self.shutdown.load(Ordering::Relaxed)
+    }
+
+    /// Wakes (or starts) one thread for new work of `lane`, unless a searcher
+    /// is already active. See `idle.rs`.
+    pub(crate) fn notify(&self, lane: Lane) {
+        match self.sleep.notify(lane, self.can_spawn()) {
+            Notify::Busy => {}
+            Notify::Woke(slot) => instrument::wake(slot),
+            Notify::NeedThread => {
+                if !self.spawn_worker() {
+                    self.sleep.give_up_token();
+                }
+            }
+        }
+    }
+
+    /// Starts the next worker, which inherits the searcher token.
+    fn spawn_worker(&self) -> bool {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: `started` is only written under this lock.
+        let index = self.started.load(Ordering::Relaxed);
+        if index >= self.config.threads
+            || self.spawn_failed.load(Ordering::Relaxed)
+            || self.is_shutdown()
+        {
+            return false;
+        }
+        let Some(shared) = self.me.upgrade() else {
+            return false;
+        };
+        let spec = ThreadSpec {
+            index,
+            name: format!("{}-{index}", self.config.name_prefix),
+            stack_size: self.config.stack_size,
+        };
+        match (self.config.spawn)(spec, Box::new(move || worker::run_worker(shared, index))) {
+            Ok(handle) => {
+                threads.push(handle);
+                // Relaxed: read as a hint by `can_spawn`; the lock orders it.
+                self.started.store(index + 1, Ordering::Relaxed);
+                true
+            }
+            Err(_) => {
+                // Relaxed: see `can_spawn`.
+                self.spawn_failed.store(true, Ordering::Relaxed);
+                self.spawn_failures.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// Begins shutdown and joins every worker; see the module docs.
+    pub(crate) fn shutdown_and_join(&self) {
+        // SeqCst: pairs with `inject` (see there).
+        self.shutdown.store(true, Ordering::SeqCst);
+        let handles = {
+            let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut *threads)
+        };
+        for slot in 0..self.sleep.slots() {
+            self.sleep.unpark(slot);
+        }
+        for handle in handles {
+            // Workers abort rather than unwind, so join cannot fail; if a
+            // custom spawn function's thread did, there is nothing to resume.
+            let _ = handle.join();
+        }
+        // SeqCst: pairs with `inject`.
+        while self.submitting.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        PoolStats {
+            threads: self.slots.iter().map(|s| s.counters.snapshot()).collect(),
+            external: self.external.snapshot(),
+            // Relaxed: statistics.
+            threads_started: self.started.load(Ordering::Relaxed),
+            spawn_failures: self.spawn_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queued tasks of `lane` over every queue (a hint, for tests and plots).
+    pub(crate) fn queued(&self, lane: Lane) -> usize {
+        let i = lane.index();
+        self.injector[i].len()
+            + self
+                .slots
+                .iter()
+                .map(|s| {
+                    let q = &s.lanes[i];
+                    // Relaxed: a hint.
+                    q.ring.len()
+                        + q.overflow.len()
+                        + usize::from(!q.lifo.load(Ordering::Relaxed).is_null())
+                })
+                .sum::<usize>()
+    }
+}

@@ -1,0 +1,144 @@
+//! Scoped tasks that may borrow from the caller's stack.
+//!
+//! Each task is boxed with a pointer to the scope; the scope's latch counts
+//! the body plus every live task. `scope` returns (or re-raises the first
+//! panic) only after the latch reaches zero, so no task outlives the data it
+//! borrows.
+
+use crate::lane::Lane;
+use crate::latch::Latch;
+use crate::registry::Shared;
+use crate::task::{Header, TaskRef};
+use crate::worker;
+use std::any::Any;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+
+/// A scope in which tasks borrowing `'env` data can be spawned; see
+/// [`PoolHandle::scope`](crate::PoolHandle::scope).
+pub struct Scope<'scope, 'env: 'scope> {
+    shared: &'scope Shared,
+    latch: Latch,
+    lane: Lane,
+    /// The least urgent lane spawned into, as `Lane::index`: the waiter may
+    /// have to run such tasks itself.
+    lowest_lane: AtomicU8,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    _scope: PhantomData<&'scope mut &'scope ()>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+#[repr(C)]
+struct ScopeJob<'scope, 'env, F> {
+    header: Header,
+    scope: &'scope Scope<'scope, 'env>,
+    func: F,
+}
+
+impl<'scope, 'env, F> ScopeJob<'scope, 'env, F>
+where
+    F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
+{
+    unsafe fn run(header: NonNull<Header>) {
+        // SAFETY: `header` is the first field of a boxed job created by
+        // `Scope::spawn_in`, and the queue's reference is the only one.
+        let job = unsafe { Box::from_raw(header.cast::<Self>().as_ptr()) };
+        let ScopeJob { scope, func, .. } = *job;
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| func(scope))) {
+            let mut slot = scope.panic.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(payload);
+        }
+        // After this the scope may end: touch nothing.
+        scope.latch.count_down();
+    }
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// Spawns a task in the scope's lane (the lane of the task that opened
+    /// the scope, or `Normal` outside the pool).
+    pub fn spawn<F>(&'scope self, f: F)
+    where
+        F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
+    {
+        self.spawn_in(self.lane, f);
+    }
+
+    /// Spawns a task in `lane`.
+    pub fn spawn_in<F>(&'scope self, lane: Lane, f: F)
+    where
+        F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
+    {
+        self.latch.increment();
+        // Relaxed: read by the scope's own thread after the body returns.
+        self.lowest_lane.fetch_max(lane as u8, Ordering::Relaxed);
+        let job = Box::new(ScopeJob {
+            header: Header::new(ScopeJob::<F>::run),
+            scope: self,
+            func: f,
+        });
+        let header = NonNull::from(Box::leak(job)).cast::<Header>();
+        // SAFETY: the job is leaked until `run` reclaims it; the scope waits
+        // for it to run before its borrowed data may end.
+        let task = unsafe { TaskRef::from_raw(header) };
+        submit_structured(self.shared, lane, task);
+    }
+}
+
+/// Queues a task whose submitter will wait for it: on the current thread's
+/// slot if it has one in `shared`, else the injector. Never refused, even
+/// during shutdown, since the waiter runs it if nobody else does.
+pub(crate) fn submit_structured(shared: &Shared, lane: Lane, task: TaskRef) {
+    let task = worker::with_current(|local| match local {
+        Some(local) if std::ptr::eq(local.shared, shared) => {
+            local.push(lane, task);
+            None
+        }
+        _ => Some(task),
+    });
+    if let Some(task) = task {
+        shared.inject_structured(lane, task);
+    }
+}
+
+/// Runs `f` with a new scope and waits for every task spawned in it.
+pub(crate) fn scope_in<'env, F, R>(shared: &Shared, f: F) -> R
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+{
+    worker::with_slot(shared, |local| {
+        let lane = local.map_or(Lane::Normal, |l| l.current_lane());
+        let scope = Scope {
+            shared,
+            latch: Latch::new(1),
+            lane,
+            lowest_lane: AtomicU8::new(lane as u8),
+            panic: Mutex::new(None),
+            _scope: PhantomData,
+            _env: PhantomData,
+        };
+        let result = panic::catch_unwind(AssertUnwindSafe(|| f(&scope)));
+        scope.latch.count_down();
+        // Tasks may spawn into the scope in less urgent lanes while we wait,
+        // so the floor is re-read on every round. Relaxed: a lane raised
+        // concurrently is also visible through the queue holding its task.
+        let floor = || Lane::ALL[usize::from(scope.lowest_lane.load(Ordering::Relaxed))];
+        match local {
+            Some(local) => local.wait_until(&scope.latch, floor),
+            None => worker::wait_without_slot(shared, &scope.latch, floor),
+        }
+        if let Err(payload) = result {
+            panic::resume_unwind(payload);
+        }
+        let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(payload) = task_panic {
+            panic::resume_unwind(payload);
+        }
+        match result {
+            Ok(value) => value,
+            Err(_) => unreachable!(),
+        }
+    })
+}

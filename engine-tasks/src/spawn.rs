@@ -1,0 +1,268 @@
+//! Spawned tasks and their join handles.
+//!
+//! A spawned task is one reference-counted allocation holding the task
+//! header, a completion latch, and a stage that is first the closure, then its
+//! result. The queue holds one reference, the [`JoinHandle`] the other, so the
+//! task may finish before or after the handle is joined or dropped. A panic in
+//! the closure is caught and stored; [`JoinHandle::join`] returns it as
+//! [`JoinError::Panicked`] and the worker carries on.
+
+use crate::cancel::CancellationToken;
+use crate::lane::Lane;
+use crate::latch::Latch;
+use crate::registry::Shared;
+use crate::task::{Header, TaskRef};
+use crate::worker;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+enum Stage<F, T> {
+    Pending(F),
+    Done(Result<T, JoinError>),
+    Taken,
+}
+
+#[repr(C)]
+pub(crate) struct SpawnCell<F, T> {
+    header: Header,
+    latch: Latch,
+    lane: Lane,
+    token: Option<CancellationToken>,
+    stage: UnsafeCell<Stage<F, T>>,
+}
+
+// SAFETY: the stage is accessed by one thread at a time: the runner before
+// the latch is set, the handle after it observed the latch (acquire); F and T
+// are Send, which is all moving them between those threads needs.
+unsafe impl<F: Send, T: Send> Sync for SpawnCell<F, T> {}
+
+/// The type-erased view a [`JoinHandle`] keeps.
+trait Outcome<T>: Send + Sync {
+    fn latch(&self) -> &Latch;
+    fn lane(&self) -> Lane;
+    /// # Safety
+    ///
+    /// Only after the latch is set, and at most once.
+    unsafe fn take(&self) -> Result<T, JoinError>;
+}
+
+impl<F, T> SpawnCell<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    pub(crate) fn new(lane: Lane, token: Option<CancellationToken>, f: F) -> Arc<Self> {
+        Arc::new(SpawnCell {
+            header: Header::new(Self::run),
+            latch: Latch::new(1),
+            lane,
+            token,
+            stage: UnsafeCell::new(Stage::Pending(f)),
+        })
+    }
+
+    /// The queue's reference to the task.
+    pub(crate) fn task_ref(this: &Arc<Self>) -> TaskRef {
+        let raw = Arc::into_raw(this.clone()).cast_mut().cast::<Header>();
+        // SAFETY: `header` is the first field of a `repr(C)` struct, so the
+        // pointer is the header's; the Arc reference we leaked keeps it alive
+        // until `run` (or `reclaim`) takes it back.
+        unsafe { TaskRef::from_raw(NonNull::new_unchecked(raw)) }
+    }
+
+    /// Takes back a task reference that was never queued and returns the
+    /// closure (used when submission fails).
+    pub(crate) fn reclaim(this: Arc<Self>, task: TaskRef) -> F {
+        // SAFETY: `task` came from `task_ref(&this)` and was not run.
+        drop(unsafe { Arc::from_raw(task.into_raw().as_ptr().cast::<Self>()) });
+        // SAFETY: the task never ran, so nobody else touches the stage.
+        match unsafe { std::ptr::replace(this.stage.get(), Stage::Taken) } {
+            Stage::Pending(f) => f,
+            _ => unreachable!("a reclaimed task already ran"),
+        }
+    }
+
+    unsafe fn run(header: NonNull<Header>) {
+        // SAFETY: `header` came from `task_ref`, so it is an `Arc<Self>`
+        // reference that this call now owns.
+        let this = unsafe { Arc::from_raw(header.as_ptr().cast::<Self>()) };
+        // SAFETY: the stage is ours until we set the latch (see `Sync` impl).
+        let stage = unsafe { std::ptr::replace(this.stage.get(), Stage::Taken) };
+        let Stage::Pending(f) = stage else {
+            unreachable!("a spawned task ran twice");
+        };
+        let result = if this.token.as_ref().is_some_and(|t| t.is_cancelled()) {
+            drop(f);
+            Err(JoinError::Cancelled)
+        } else {
+            panic::catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked)
+        };
+        // SAFETY: as above; the handle reads only after the latch.
+        unsafe { *this.stage.get() = Stage::Done(result) };
+        this.latch.count_down();
+    }
+}
+
+impl<F, T> Outcome<T> for SpawnCell<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn latch(&self) -> &Latch {
+        &self.latch
+    }
+
+    fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    unsafe fn take(&self) -> Result<T, JoinError> {
+        // SAFETY: the caller saw the latch set, so the runner is done with
+        // the stage, and takes it only once.
+        match unsafe { std::ptr::replace(self.stage.get(), Stage::Taken) } {
+            Stage::Done(result) => result,
+            _ => unreachable!("join handle read an unfinished task"),
+        }
+    }
+}
+
+/// Owns the result of a spawned task.
+///
+/// Dropping the handle detaches the task: it still runs. [`join`](Self::join)
+/// is block-on-complete; see its docs for what the waiting thread runs.
+#[must_use = "dropping a JoinHandle detaches the task; call join() to wait for it"]
+pub struct JoinHandle<T> {
+    cell: Arc<dyn Outcome<T>>,
+    pool: Option<Arc<Shared>>,
+}
+
+impl<T: Send + 'static> JoinHandle<T> {
+    pub(crate) fn new<F>(cell: Arc<SpawnCell<F, T>>, pool: Option<Arc<Shared>>) -> Self
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        JoinHandle { cell, pool }
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Whether the task has finished (or was cancelled before it started).
+    pub fn is_finished(&self) -> bool {
+        self.cell.latch().is_set()
+    }
+
+    /// The lane the task was spawned in.
+    pub fn lane(&self) -> Lane {
+        self.cell.lane()
+    }
+
+    /// Waits for the task and returns its result, or the panic it raised.
+    ///
+    /// While it waits, the calling thread runs queued tasks of the pool that
+    /// are **at least as urgent** as this task's lane, most urgent first, and
+    /// sleeps (no CPU) only when there are none. These may be unrelated tasks,
+    /// so do not join while holding a lock that other tasks take. A thread
+    /// outside the pool joins as the pool's guest (one at a time); a second
+    /// outside thread runs what it can reach without a slot.
+    pub fn join(self) -> Result<T, JoinError> {
+        let latch = self.cell.latch();
+        if !latch.is_set() {
+            let floor = self.cell.lane();
+            match &self.pool {
+                Some(shared) => worker::with_slot(shared, |local| match local {
+                    Some(local) => local.wait_until(latch, || floor),
+                    None => worker::wait_without_slot(shared, latch, || floor),
+                }),
+                // Spawned from inside the pool: help if we are still inside
+                // it, otherwise the pool's own threads will run the task.
+                None => worker::with_current(|local| match local {
+                    Some(local) => local.wait_until(latch, || floor),
+                    None => worker::wait_parked(latch),
+                }),
+            }
+        }
+        // SAFETY: the latch is set (the waits return only then), and `self`
+        // is consumed, so this is the only take.
+        unsafe { self.cell.take() }
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("lane", &self.lane())
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+/// Why a task produced no result.
+pub enum JoinError {
+    /// The task panicked; the payload is what it panicked with.
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The task's cancellation token was cancelled before it started.
+    Cancelled,
+}
+
+impl JoinError {
+    /// The panic message, if the task panicked with a string.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panicked(payload) => panic_message(payload.as_ref()),
+            JoinError::Cancelled => None,
+        }
+    }
+
+    /// Whether the task panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// Re-raises the task's panic on this thread (or panics with
+    /// "task was cancelled").
+    pub fn resume(self) -> ! {
+        match self {
+            JoinError::Panicked(payload) => panic::resume_unwind(payload),
+            JoinError::Cancelled => panic!("task was cancelled"),
+        }
+    }
+}
+
+/// The message of a panic payload, if it is a string.
+pub fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(_) => f
+                .debug_tuple("Panicked")
+                .field(&self.panic_message().unwrap_or("<non-string panic payload>"))
+                .finish(),
+            JoinError::Cancelled => f.write_str("Cancelled"),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(_) => write!(
+                f,
+                "task panicked: {}",
+                self.panic_message().unwrap_or("<non-string panic payload>")
+            ),
+            JoinError::Cancelled => f.write_str("task was cancelled before it started"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}

@@ -1,0 +1,173 @@
+//! Scheduler counters, written without locks and read without locks.
+//!
+//! Each slot's counters have a single writer (the slot's current owner), so a
+//! bump is a relaxed load and store, not a read-modify-write: no contention
+//! and no lock prefix on the hot path. Readers see each counter atomically;
+//! a snapshot is not one instant across counters.
+
+use crate::lane::Lane;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter with one writer at a time.
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline(always)]
+    pub(crate) fn bump(&self) {
+        self.add(1);
+    }
+
+    #[inline(always)]
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed: single writer; readers only need an untorn value.
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// For counters with many writers (threads outside the pool).
+    #[inline(always)]
+    pub(crate) fn add_shared(&self, n: u64) {
+        // Relaxed: a statistic.
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct LaneCounters {
+    pub(crate) spawned: Counter,
+    pub(crate) executed: Counter,
+    pub(crate) stolen_tasks: Counter,
+    pub(crate) steal_operations: Counter,
+    pub(crate) failed_steals: Counter,
+    pub(crate) lifo_hits: Counter,
+}
+
+impl LaneCounters {
+    fn snapshot(&self) -> LaneStats {
+        LaneStats {
+            spawned: self.spawned.get(),
+            executed: self.executed.get(),
+            stolen_tasks: self.stolen_tasks.get(),
+            steal_operations: self.steal_operations.get(),
+            failed_steals: self.failed_steals.get(),
+            lifo_hits: self.lifo_hits.get(),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct SlotCounters {
+    pub(crate) lanes: [LaneCounters; Lane::COUNT],
+    pub(crate) parks: Counter,
+    pub(crate) wakeups: Counter,
+}
+
+impl SlotCounters {
+    pub(crate) fn snapshot(&self) -> ThreadStats {
+        ThreadStats {
+            lanes: std::array::from_fn(|i| self.lanes[i].snapshot()),
+            parks: self.parks.get(),
+            wakeups: self.wakeups.get(),
+        }
+    }
+}
+
+/// Counters for one lane.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaneStats {
+    /// Tasks submitted.
+    pub spawned: u64,
+    /// Tasks run to completion (including ones that panicked).
+    pub executed: u64,
+    /// Tasks taken from another thread's queues.
+    pub stolen_tasks: u64,
+    /// Steal attempts on a peer that advertised work.
+    pub steal_operations: u64,
+    /// Steal attempts that came back empty.
+    pub failed_steals: u64,
+    /// Tasks taken from the thread's own LIFO slot.
+    pub lifo_hits: u64,
+}
+
+impl LaneStats {
+    fn add(&mut self, other: &LaneStats) {
+        self.spawned += other.spawned;
+        self.executed += other.executed;
+        self.stolen_tasks += other.stolen_tasks;
+        self.steal_operations += other.steal_operations;
+        self.failed_steals += other.failed_steals;
+        self.lifo_hits += other.lifo_hits;
+    }
+}
+
+/// Counters for one thread slot of the pool.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Per-lane counters, indexed by [`Lane::index`].
+    pub lanes: [LaneStats; Lane::COUNT],
+    /// Times the thread went to sleep.
+    pub parks: u64,
+    /// Times the thread woke from sleep.
+    pub wakeups: u64,
+}
+
+impl ThreadStats {
+    /// The lanes added up.
+    pub fn total(&self) -> LaneStats {
+        let mut sum = LaneStats::default();
+        for lane in &self.lanes {
+            sum.add(lane);
+        }
+        sum
+    }
+}
+
+/// A lock-free snapshot of the pool's counters ([`crate::PoolHandle::stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// One entry per worker slot, then one for the guest slot that a thread
+    /// outside the pool uses while it waits in `join`/`scope`.
+    pub threads: Vec<ThreadStats>,
+    /// Tasks submitted and run by threads that held no slot.
+    pub external: ThreadStats,
+    /// Worker threads started so far.
+    pub threads_started: usize,
+    /// Thread spawns that failed.
+    pub spawn_failures: u64,
+}
+
+impl PoolStats {
+    /// Counters of one lane over every thread.
+    pub fn lane(&self, lane: Lane) -> LaneStats {
+        let mut sum = self.external.lanes[lane.index()];
+        for thread in &self.threads {
+            sum.add(&thread.lanes[lane.index()]);
+        }
+        sum
+    }
+
+    /// Counters over every lane and thread.
+    pub fn total(&self) -> LaneStats {
+        let mut sum = LaneStats::default();
+        for lane in Lane::ALL {
+            sum.add(&self.lane(lane));
+        }
+        sum
+    }
+
+    /// Total parks over every thread.
+    pub fn parks(&self) -> u64 {
+        self.threads.iter().map(|t| t.parks).sum()
+    }
+
+    /// Total wake-ups over every thread.
+    pub fn wakeups(&self) -> u64 {
+        self.threads.iter().map(|t| t.wakeups).sum()
+    }
+}

@@ -1,0 +1,649 @@
+//! A thread's view of the pool: where it looks for work, how it runs it, how
+//! it waits.
+//!
+//! # The search
+//!
+//! [`Local::find_task`] walks the lanes from frame-critical down to the
+//! least urgent lane the caller may run, and in each lane looks at:
+//!
+//! 1. its own LIFO slot (skipped after [`LIFO_STREAK_CAP`] LIFO runs in a row,
+//!    so the ring is not starved), its own ring, its own overflow queue;
+//! 2. the injector (fetching a fair share of up to [`INJECTOR_BATCH`] tasks
+//!    into its ring);
+//! 3. peers that advertise work in that lane, in random order: steal half of
+//!    the ring, else the LIFO slot, else a batch from the overflow queue.
+//!
+//! So a thread never starts a lower-lane task while it can see a higher-lane
+//! one. Background work additionally needs one of the pool's
+//! `background_cap` permits.
+//!
+//! # Waiting (block-on-complete)
+//!
+//! A thread that waits for a latch (`join`, `scope`, `JoinHandle::join`)
+//! keeps running tasks until the latch is set, and sleeps in the same idle
+//! protocol as workers when it finds none, so new work wakes it too. It only
+//! runs tasks **at least as urgent** as the one it waits for (waiting on a
+//! frame-critical task runs only frame-critical tasks), and the tasks it runs
+//! may be any task of those lanes in the pool, not only descendants of its
+//! target: do not wait while holding a lock that other tasks take.
+
+use crate::idle::MAX_SLOTS;
+use crate::instrument;
+use crate::lane::Lane;
+use crate::latch::{Latch, Waiter};
+use crate::queue::{TaskList, TaskQueue};
+use crate::registry::{Shared, Slot, SlotLane};
+use crate::ring::{RingOwner, CAPACITY};
+use crate::task::TaskRef;
+use crossbeam_utils::Backoff;
+use std::cell::Cell;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Consecutive LIFO-slot runs before the ring gets a turn (volt uses 3).
+const LIFO_STREAK_CAP: u32 = 3;
+/// Most tasks moved from the injector per fetch (volt's default batch).
+const INJECTOR_BATCH: usize = 32;
+
+thread_local! {
+    static CURRENT: Cell<*const Local<'static>> = const { Cell::new(ptr::null()) };
+}
+
+/// A task found by the search, with what running it requires.
+pub(crate) struct Found {
+    task: TaskRef,
+    lane: Lane,
+    background_permit: bool,
+}
+
+/// Why [`Local::idle`] returned.
+enum Idle {
+    Found(Found),
+    Woke,
+    Stopped,
+}
+
+/// The owner's context of one slot: `!Send`, `!Sync`, one per thread.
+pub(crate) struct Local<'a> {
+    pub(crate) shared: &'a Shared,
+    index: usize,
+    slot: &'a Slot,
+    rings: [RingOwner<'a>; Lane::COUNT],
+    rng: Cell<u64>,
+    lifo_streak: Cell<u32>,
+    advertised: Cell<u8>,
+    searching: Cell<bool>,
+    lane: Cell<Lane>,
+}
+
+impl<'a> Local<'a> {
+    /// # Safety
+    ///
+    /// The caller owns slot `index` until the `Local` is dropped: worker
+    /// `index`'s thread, or the holder of the guest slot.
+    unsafe fn new(shared: &'a Shared, index: usize, searching: bool) -> Self {
+        let slot = &shared.slots[index];
+        let bit = 1u64 << index;
+        let advertised = Lane::ALL.iter().fold(0u8, |acc, lane| {
+            // Relaxed: the slot hand-over (Acquire) already ordered us after
+            // the previous owner's updates.
+            let set = shared.advertised[lane.index()].load(Ordering::Relaxed) & bit != 0;
+            acc | (u8::from(set) << lane.index())
+        });
+        Local {
+            shared,
+            index,
+            slot,
+            // SAFETY: the caller owns the slot, hence its rings.
+            rings: std::array::from_fn(|i| unsafe { slot.lanes[i].ring.owner() }),
+            rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ ((index as u64 + 1) << 17)),
+            lifo_streak: Cell::new(0),
+            advertised: Cell::new(advertised),
+            searching: Cell::new(searching),
+            lane: Cell::new(Lane::Normal),
+        }
+    }
+
+    /// The lane of the task this thread is running (`Normal` outside tasks).
+    pub(crate) fn current_lane(&self) -> Lane {
+        self.lane.get()
+    }
+
+    /// Makes `self` the thread's current context while `f` runs.
+    fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const Local<'static>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let erased = (self as *const Local<'_>).cast::<Local<'static>>();
+        let _restore = Restore(CURRENT.with(|c| c.replace(erased)));
+        f()
+    }
+
+    fn next_random(&self) -> u64 {
+        // xorshift64 (Marsaglia 2003): victim order only needs to differ
+        // between threads and rounds.
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+
+    fn queues(&self, lane: Lane) -> &'a SlotLane {
+        &self.slot.lanes[lane.index()]
+    }
+
+    // ----- pushing -----
+
+    /// Queues a task on this thread: into the LIFO slot, the previous
+    /// occupant to the ring, and half the ring to overflow when full.
+    pub(crate) fn push(&self, lane: Lane, task: TaskRef) {
+        let q = self.queues(lane);
+        // AcqRel: release publishes the task to thieves' Acquire swap;
+        // acquire takes ownership of the evicted task.
+        let evicted = q.lifo.swap(task.into_raw().as_ptr(), Ordering::AcqRel);
+        if let Some(evicted) = NonNull::new(evicted) {
+            // SAFETY: the swap handed us the only reference to this task.
+            self.push_ring(lane, unsafe { TaskRef::from_raw(evicted) });
+        }
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+        self.advertise(lane);
+        self.shared.notify(lane);
+    }
+
+    fn push_ring(&self, lane: Lane, task: TaskRef) {
+        if let Err(full) = self.rings[lane.index()].push(task) {
+            let mut list = TaskList::new();
+            self.rings[lane.index()].drain_half(|t| list.push_back(t));
+            list.push_back(full.task);
+            self.queues(lane).overflow.push_list(list);
+        }
+    }
+
+    fn advertise(&self, lane: Lane) {
+        let bit = 1u8 << lane.index();
+        if self.advertised.get() & bit == 0 {
+            self.advertised.set(self.advertised.get() | bit);
+            // Release: pairs with the Acquire mask load in `steal`, after the
+            // task itself was published by its queue.
+            self.shared.advertised[lane.index()].fetch_or(1 << self.index, Ordering::Release);
+        }
+    }
+
+    fn unadvertise(&self, lane: Lane) {
+        let bit = 1u8 << lane.index();
+        if self.advertised.get() & bit != 0 {
+            self.advertised.set(self.advertised.get() & !bit);
+            // Relaxed: clearing a hint; a stale set bit costs a failed steal,
+            // and only this thread sets it again, after its next push.
+            self.shared.advertised[lane.index()].fetch_and(!(1 << self.index), Ordering::Relaxed);
+        }
+    }
+
+    // ----- finding -----
+
+    /// See the module docs. `thorough` ignores the advertisement masks and
+    /// looks at every slot: the last look before parking.
+    pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
+        for &lane in floor.and_above() {
+            let background = lane == Lane::Background;
+            if background
+                && (!self.background_visible(thorough) || !self.shared.try_acquire_background())
+            {
+                continue;
+            }
+            if let Some(task) = self.find_in_lane(lane, thorough) {
+                return Some(Found {
+                    task,
+                    lane,
+                    background_permit: background,
+                });
+            }
+            if background {
+                self.shared.release_background();
+            }
+        }
+        None
+    }
+
+    fn background_visible(&self, thorough: bool) -> bool {
+        let lane = Lane::Background;
+        let shared = self.shared;
+        self.slot.has_work(lane)
+            || !shared.injector[lane.index()].is_empty()
+            // Relaxed: a hint; see `advertise`.
+            || shared.advertised[lane.index()].load(Ordering::Relaxed) & !(1 << self.index) != 0
+            || (thorough && shared.slots.iter().any(|s| s.has_work(lane)))
+    }
+
+    fn find_in_lane(&self, lane: Lane, thorough: bool) -> Option<TaskRef> {
+        self.pop_local(lane)
+            .or_else(|| self.pop_injector(lane))
+            .or_else(|| self.steal(lane, thorough))
+    }
+
+    fn take_lifo(q: &SlotLane) -> Option<TaskRef> {
+        // Relaxed load first: no write to the line when it is empty.
+        if q.lifo.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        // Acquire: pairs with the AcqRel swap in `push`.
+        let task = NonNull::new(q.lifo.swap(ptr::null_mut(), Ordering::Acquire))?;
+        // SAFETY: the swap handed us the only reference.
+        Some(unsafe { TaskRef::from_raw(task) })
+    }
+
+    fn pop_local(&self, lane: Lane) -> Option<TaskRef> {
+        let q = self.queues(lane);
+        let counters = &self.slot.counters.lanes[lane.index()];
+        let lifo_turn = self.lifo_streak.get() < LIFO_STREAK_CAP;
+        if lifo_turn {
+            if let Some(task) = Self::take_lifo(q) {
+                self.lifo_streak.set(self.lifo_streak.get() + 1);
+                counters.lifo_hits.bump();
+                return Some(task);
+            }
+        }
+        if let Some(task) = self.rings[lane.index()].pop() {
+            self.lifo_streak.set(0);
+            return Some(task);
+        }
+        if !lifo_turn {
+            if let Some(task) = Self::take_lifo(q) {
+                self.lifo_streak.set(1);
+                counters.lifo_hits.bump();
+                return Some(task);
+            }
+        }
+        if let Some(task) = self.refill_from(&q.overflow, lane) {
+            self.lifo_streak.set(0);
+            return Some(task);
+        }
+        self.unadvertise(lane);
+        None
+    }
+
+    /// Takes one task from `queue` and moves up to `limit` more into our ring.
+    fn refill_from(&self, queue: &TaskQueue, lane: Lane) -> Option<TaskRef> {
+        self.refill_limited(queue, lane, CAPACITY / 2)
+    }
+
+    fn refill_limited(&self, queue: &TaskQueue, lane: Lane, limit: usize) -> Option<TaskRef> {
+        let mut consumer = queue.try_lock()?;
+        let first = consumer.pop()?;
+        let mut moved = 0;
+        while moved < limit {
+            let Some(task) = consumer.pop() else { break };
+            self.push_ring(lane, task);
+            moved += 1;
+        }
+        drop(consumer);
+        if moved > 0 {
+            self.advertise(lane);
+        }
+        if moved > 0 || !queue.is_empty() {
+            // Leave nothing behind without a wake-up (see queue.rs).
+            self.shared.notify(lane);
+        }
+        Some(first)
+    }
+
+    fn pop_injector(&self, lane: Lane) -> Option<TaskRef> {
+        let injector = &self.shared.injector[lane.index()];
+        if injector.is_empty() {
+            return None;
+        }
+        // A fair share, so one thread does not drain a burst alone.
+        let share = (injector.len() / (self.shared.worker_count() + 1)).min(INJECTOR_BATCH);
+        let task = self.refill_limited(injector, lane, share);
+        instrument::steal(None, lane, u32::from(task.is_some()));
+        task
+    }
+
+    fn steal(&self, lane: Lane, thorough: bool) -> Option<TaskRef> {
+        let shared = self.shared;
+        let count = shared.slots.len();
+        let me = 1u64 << self.index;
+        let mask = if thorough {
+            !0
+        } else {
+            // Acquire: pairs with the Release fetch_or in `advertise`.
+            shared.advertised[lane.index()].load(Ordering::Acquire)
+        } & !me;
+        if mask == 0 {
+            return None;
+        }
+        debug_assert!(count <= MAX_SLOTS);
+        let counters = &self.slot.counters.lanes[lane.index()];
+        let start = (self.next_random() % count as u64) as usize;
+        for k in 0..count {
+            let victim = (start + k) % count;
+            if mask & (1 << victim) == 0 {
+                continue;
+            }
+            let slot = &shared.slots[victim];
+            if thorough && !slot.has_work(lane) {
+                continue;
+            }
+            counters.steal_operations.bump();
+            if let Some((task, taken)) = self.steal_from(slot, lane) {
+                counters.stolen_tasks.add(u64::from(taken));
+                instrument::steal(Some(victim), lane, taken);
+                return Some(task);
+            }
+            counters.failed_steals.bump();
+            instrument::steal(Some(victim), lane, 0);
+        }
+        None
+    }
+
+    fn steal_from(&self, victim: &Slot, lane: Lane) -> Option<(TaskRef, u32)> {
+        let q = &victim.lanes[lane.index()];
+        if let Some((task, taken)) = q.ring.steal_into(&self.rings[lane.index()]) {
+            if taken > 1 {
+                // The rest now sit in our ring, where others may steal them.
+                self.advertise(lane);
+                self.shared.notify(lane);
+            }
+            return Some((task, taken));
+        }
+        if let Some(task) = Self::take_lifo(q) {
+            return Some((task, 1));
+        }
+        let own = &self.slot.lanes[lane.index()].ring;
+        let before = own.len();
+        let task = self.refill_from(&q.overflow, lane)?;
+        let moved = own.len().saturating_sub(before);
+        Some((task, moved as u32 + 1))
+    }
+
+    // ----- running -----
+
+    pub(crate) fn run_found(&self, found: Found) {
+        if self.searching.replace(false) && self.shared.sleep.end_search() {
+            // We were the last searcher and found work: there may be more,
+            // so pass the search on (see idle.rs).
+            self.shared.notify(found.lane);
+        }
+        self.run_task(found.task, found.lane);
+        if found.background_permit {
+            self.shared.release_background();
+        }
+    }
+
+    fn run_task(&self, task: TaskRef, lane: Lane) {
+        let outer = self.lane.replace(lane);
+        {
+            let _span = instrument::task(lane);
+            task.run();
+        }
+        self.slot.counters.lanes[lane.index()].executed.bump();
+        self.lane.set(outer);
+    }
+
+    // ----- waiting -----
+
+    /// Nothing to run: spin briefly, announce idle, look once more, park.
+    fn idle(&self, floor: Lane, stop: impl Fn() -> bool) -> Idle {
+        // A short bounded spin (at most 127 pause instructions in all) so that
+        // a task pushed a moment later is taken without a sleep/wake round
+        // trip; never yields or spins beyond this.
+        let backoff = Backoff::new();
+        for _ in 0..6 {
+            backoff.spin();
+            if let Some(found) = self.find_task(floor, false) {
+                return Idle::Found(found);
+            }
+            if stop() {
+                return Idle::Stopped;
+            }
+        }
+        let sleep = &self.shared.sleep;
+        sleep.prepare_park(self.index, floor, self.searching.replace(false));
+        if let Some(found) = self.find_task(floor, true) {
+            if sleep.unidle(self.index, floor) {
+                self.searching.set(true);
+            } else {
+                // Others may be asleep while more work is queued.
+                self.shared.notify(found.lane);
+            }
+            return Idle::Found(found);
+        }
+        if stop() {
+            self.searching.set(sleep.unidle(self.index, floor));
+            return Idle::Stopped;
+        }
+        self.slot.counters.parks.bump();
+        {
+            let _span = instrument::park(self.index);
+            sleep.park(self.index);
+        }
+        self.slot.counters.wakeups.bump();
+        self.searching.set(sleep.unidle(self.index, floor));
+        Idle::Woke
+    }
+
+    /// Block-on-complete: runs tasks of lanes down to `floor` until `latch`
+    /// is set. See the module docs.
+    pub(crate) fn wait_until(&self, latch: &Latch, floor: impl Fn() -> Lane) {
+        if latch.is_set() {
+            return;
+        }
+        let _span = instrument::wait();
+        self.wait_helping(latch, floor);
+    }
+
+    fn wait_helping(&self, latch: &Latch, floor: impl Fn() -> Lane) {
+        let mut registered = false;
+        while !latch.is_set() {
+            let floor = floor();
+            // Depth first: what the waiting task pushed last is most likely
+            // what it waits for, and running it keeps nesting shallow.
+            if let Some((task, lane)) = self.take_newest(floor) {
+                self.run_task(task, lane);
+                continue;
+            }
+            if let Some(found) = self.find_task(floor, false) {
+                self.run_found(found);
+                continue;
+            }
+            if !registered {
+                registered = true;
+                let parker = self.shared.sleep.parker(self.index);
+                if !latch.register(Waiter::Slot(parker)) {
+                    break;
+                }
+            }
+            if let Idle::Found(found) = self.idle(floor, || latch.is_set()) {
+                self.run_found(found);
+            }
+        }
+        if self.searching.replace(false) && self.shared.sleep.end_search() {
+            // Woken as the searcher just as our wait ended: pass it on.
+            self.shared.notify(floor());
+        }
+    }
+
+    /// Takes this thread's newest task of `lane`: what `join` pushed last,
+    /// unless a thief got it.
+    pub(crate) fn take_back(&self, lane: Lane) -> Option<TaskRef> {
+        Self::take_lifo(self.queues(lane)).or_else(|| self.rings[lane.index()].pop_newest())
+    }
+
+    /// This thread's newest task of the most urgent lane down to `floor`.
+    fn take_newest(&self, floor: Lane) -> Option<(TaskRef, Lane)> {
+        floor
+            .and_above()
+            .iter()
+            .find_map(|&lane| self.take_back(lane).map(|task| (task, lane)))
+    }
+
+    /// Runs a task taken with [`Local::take_back`].
+    pub(crate) fn run_taken(&self, task: TaskRef, lane: Lane) {
+        self.run_task(task, lane);
+    }
+}
+
+/// Runs `f` with this thread's context in `shared`: its own slot if it is a
+/// worker (or already a guest) of `shared`, else the guest slot if free,
+/// else no slot (`None`).
+pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: CURRENT is only non-null inside `Local::enter` on this thread,
+    // which outlives this call; the reference does not escape `f`.
+    if let Some(local) = unsafe { current.as_ref() } {
+        if ptr::eq(local.shared, shared) {
+            return f(Some(local));
+        }
+    }
+    if shared.try_take_guest() {
+        struct ReleaseGuest<'a>(&'a Shared);
+        impl Drop for ReleaseGuest<'_> {
+            fn drop(&mut self) {
+                self.0.release_guest();
+            }
+        }
+        let _release = ReleaseGuest(shared);
+        // SAFETY: `try_take_guest` made this thread the guest slot's only
+        // owner until `_release` drops, after `local`.
+        let local = unsafe { Local::new(shared, shared.guest_index(), false) };
+        return local.enter(|| f(Some(&local)));
+    }
+    f(None)
+}
+
+/// Runs `f` with the thread's current context in whatever pool it is in.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: as in `with_slot`.
+    f(unsafe { current.as_ref() })
+}
+
+/// Block-on-complete for a thread that holds no slot: runs injector tasks
+/// and LIFO slots it can reach, then sleeps until the latch is set.
+pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn() -> Lane) {
+    if latch.is_set() {
+        return;
+    }
+    let _span = instrument::wait();
+    let mut registered = false;
+    while !latch.is_set() {
+        if run_one_unowned(shared, floor()) {
+            continue;
+        }
+        if !registered {
+            registered = true;
+            if !latch.register(Waiter::Thread(std::thread::current())) {
+                break;
+            }
+            continue;
+        }
+        std::thread::park();
+    }
+}
+
+/// Waits for `latch` without running anything (the thread is in no pool
+/// that could run the task it waits for).
+pub(crate) fn wait_parked(latch: &Latch) {
+    if latch.is_set() || !latch.register(Waiter::Thread(std::thread::current())) {
+        return;
+    }
+    let _span = instrument::wait();
+    while !latch.is_set() {
+        std::thread::park();
+    }
+}
+
+fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
+    for &lane in floor.and_above() {
+        let background = lane == Lane::Background;
+        if background && !shared.try_acquire_background() {
+            continue;
+        }
+        let task = shared.injector[lane.index()]
+            .try_lock()
+            .and_then(|mut consumer| consumer.pop())
+            .or_else(|| {
+                shared
+                    .slots
+                    .iter()
+                    .find_map(|slot| Local::take_lifo(&slot.lanes[lane.index()]))
+            });
+        if let Some(task) = task {
+            {
+                let _span = instrument::task(lane);
+                task.run();
+            }
+            shared.external.lanes[lane.index()].executed.add_shared(1);
+            if background {
+                shared.release_background();
+            }
+            return true;
+        }
+        if background {
+            shared.release_background();
+        }
+    }
+    false
+}
+
+/// Aborts the process if a worker's scheduling code panics (task panics are
+/// caught inside the task and never reach here).
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("engine-tasks: a worker thread panicked inside the scheduler; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// Body of worker thread `index`; it starts as the searcher (the notifier
+/// that spawned it handed over its token).
+pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
+    let _abort = AbortOnUnwind;
+    // SAFETY: worker `index` is spawned once, and this thread is it.
+    let local = unsafe { Local::new(&shared, index, true) };
+    local.enter(|| loop {
+        if let Some(found) = local.find_task(Lane::Background, false) {
+            local.run_found(found);
+            continue;
+        }
+        match local.idle(Lane::Background, || shared.is_shutdown()) {
+            Idle::Found(found) => local.run_found(found),
+            Idle::Woke => {}
+            Idle::Stopped => break,
+        }
+    });
+    if local.searching.get() {
+        shared.sleep.end_search();
+    }
+}
+
+/// Runs every task still queued anywhere in the pool on this thread; used by
+/// shutdown once the workers are gone. If another thread holds the guest slot
+/// it is inside a wait and runs tasks itself; we take the slot once it leaves.
+pub(crate) fn drain(shared: &Shared) {
+    loop {
+        let drained = with_slot(shared, |local| {
+            let local = local?;
+            while let Some(found) = local.find_task(Lane::Background, true) {
+                local.run_found(found);
+            }
+            Some(())
+        });
+        if drained.is_some() {
+            return;
+        }
+        if !run_one_unowned(shared, Lane::Background) {
+            std::thread::yield_now();
+        }
+    }
+}

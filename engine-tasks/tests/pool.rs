@@ -1,0 +1,432 @@
+//! Behaviour of the public pool API.
+
+use engine_tasks::{BuildError, CancellationToken, JoinError, Lane, Pool, MAX_THREADS};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+fn pool(threads: usize) -> Pool {
+    Pool::builder().threads(threads).build().unwrap()
+}
+
+#[test]
+fn spawn_returns_results_in_every_lane() {
+    let pool = pool(2);
+    let handles: Vec<_> = Lane::ALL
+        .iter()
+        .flat_map(|&lane| (0..100u64).map(move |i| (lane, i)))
+        .map(|(lane, i)| pool.spawn(lane, move || i * 2).unwrap())
+        .collect();
+    let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(sum, 3 * (0..100u64).map(|i| i * 2).sum::<u64>());
+}
+
+#[test]
+fn panics_come_back_to_the_joiner_and_workers_survive() {
+    let pool = pool(2);
+    for round in 0..50 {
+        let handle = pool
+            .spawn(Lane::Normal, move || -> u32 { panic!("boom {round}") })
+            .unwrap();
+        let err = handle.join().unwrap_err();
+        assert!(err.is_panic());
+        assert_eq!(err.panic_message(), Some(format!("boom {round}").as_str()));
+    }
+    // The workers are still alive and running tasks.
+    let handle = pool.spawn(Lane::Normal, || 7).unwrap();
+    assert_eq!(handle.join().unwrap(), 7);
+    let stats = pool.stats();
+    assert_eq!(stats.total().executed, 51);
+}
+
+#[test]
+fn join_and_scope_reraise_panics_after_all_work_finished() {
+    let pool = pool(2);
+    let finished = AtomicUsize::new(0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.scope(|s| {
+            for i in 0..64 {
+                let finished = &finished;
+                s.spawn(move |_| {
+                    if i == 10 {
+                        panic!("scope task failed");
+                    }
+                    finished.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        })
+    }));
+    let payload = result.unwrap_err();
+    assert_eq!(
+        engine_tasks::panic_message(payload.as_ref()),
+        Some("scope task failed")
+    );
+    assert_eq!(finished.load(Ordering::Relaxed), 63);
+
+    let other = AtomicUsize::new(0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.join(
+            || panic!("left failed"),
+            || {
+                other.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+    }));
+    assert!(result.is_err());
+    assert_eq!(
+        other.load(Ordering::Relaxed),
+        1,
+        "b ran although a panicked"
+    );
+}
+
+#[test]
+fn scope_tasks_borrow_the_callers_stack() {
+    let pool = pool(3);
+    let mut data = vec![1u64; 10_000];
+    pool.scope(|s| {
+        for chunk in data.chunks_mut(1000) {
+            s.spawn(move |s| {
+                let (left, right) = chunk.split_at_mut(500);
+                s.spawn(move |_| left.iter_mut().for_each(|x| *x *= 2));
+                right.iter_mut().for_each(|x| *x *= 3);
+            });
+        }
+    });
+    assert_eq!(data.iter().sum::<u64>(), 5000 * 2 + 5000 * 3);
+}
+
+fn fib(pool: &Pool, n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
+    a + b
+}
+
+#[test]
+fn join_computes_fib() {
+    let pool = pool(3);
+    assert_eq!(fib(&pool, 22), 17711);
+}
+
+#[test]
+fn parallel_for_visits_every_index_once() {
+    let pool = pool(3);
+    let hits: Vec<AtomicUsize> = (0..100_000).map(|_| AtomicUsize::new(0)).collect();
+    pool.parallel_for(0..hits.len(), 64, |i| {
+        hits[i].fetch_add(1, Ordering::Relaxed);
+    });
+    assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    // A grain of zero counts as one; an empty range does nothing.
+    let count = AtomicUsize::new(0);
+    pool.parallel_for(0..100, 0, |_| {
+        count.fetch_add(1, Ordering::Relaxed);
+    });
+    pool.parallel_for(5..5, 10, |_| unreachable!());
+    assert_eq!(count.load(Ordering::Relaxed), 100);
+}
+
+#[test]
+fn free_functions_use_the_current_pool_inside_tasks() {
+    let pool = pool(2);
+    let sum = pool
+        .spawn(Lane::Normal, || {
+            let total = AtomicUsize::new(0);
+            engine_tasks::parallel_for(0..1000, 10, |i| {
+                total.fetch_add(i, Ordering::Relaxed);
+            });
+            let (a, b) = engine_tasks::join(|| 1, || 2);
+            total.load(Ordering::Relaxed) + a + b
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(sum, 499_500 + 3);
+    // Outside any pool they run on the default pool.
+    let (a, b) = engine_tasks::join(|| "a", || "b");
+    assert_eq!((a, b), ("a", "b"));
+}
+
+#[test]
+fn cancellation_before_start_skips_the_task() {
+    let pool = pool(1);
+    // Occupy the only worker and the main thread's view so the task queues.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let gate = pool
+        .spawn(Lane::FrameCritical, move || release_rx.recv().unwrap())
+        .unwrap();
+    let token = CancellationToken::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let handle = {
+        let ran = ran.clone();
+        pool.spawn_cancellable(Lane::Background, &token, move |_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap()
+    };
+    token.cancel();
+    release_tx.send(()).unwrap();
+    gate.join().unwrap();
+    assert!(matches!(handle.join(), Err(JoinError::Cancelled)));
+    assert_eq!(ran.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn running_task_observes_cancellation() {
+    let pool = pool(2);
+    let token = CancellationToken::new();
+    let (started_tx, started_rx) = mpsc::channel();
+    let handle = pool
+        .spawn_cancellable(Lane::Background, &token, move |token| {
+            started_tx.send(()).unwrap();
+            let mut spins = 0u64;
+            while !token.is_cancelled() {
+                spins += 1;
+                std::hint::spin_loop();
+            }
+            spins
+        })
+        .unwrap();
+    started_rx.recv().unwrap();
+    token.cancel();
+    handle.join().unwrap();
+}
+
+#[test]
+fn spawn_after_shutdown_returns_the_task() {
+    let pool = pool(2);
+    let handle = pool.handle();
+    drop(pool);
+    let err = handle.spawn(Lane::Normal, || 5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the pool is shut down; the task was not spawned"
+    );
+    assert_eq!((err.into_inner())(), 5);
+}
+
+struct CountsDrops(Arc<AtomicUsize>);
+
+impl Drop for CountsDrops {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn shutdown_runs_every_queued_task_and_drops_every_closure() {
+    for threads in [0, 1, 3] {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let pool = pool(threads);
+        for i in 0..1000 {
+            let ran = ran.clone();
+            let guard = CountsDrops(dropped.clone());
+            let lane = Lane::ALL[i % 3];
+            // Detached: the handles are dropped at once.
+            drop(
+                pool.spawn(lane, move || {
+                    let _guard = guard;
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap(),
+            );
+        }
+        drop(pool);
+        assert_eq!(ran.load(Ordering::Relaxed), 1000, "threads = {threads}");
+        assert_eq!(dropped.load(Ordering::Relaxed), 1000, "threads = {threads}");
+    }
+}
+
+#[test]
+fn results_of_unjoined_tasks_are_dropped() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let pool = pool(2);
+    let handles: Vec<_> = (0..100)
+        .map(|_| {
+            let dropped = dropped.clone();
+            pool.spawn(Lane::Normal, move || CountsDrops(dropped))
+                .unwrap()
+        })
+        .collect();
+    drop(handles);
+    drop(pool);
+    assert_eq!(dropped.load(Ordering::Relaxed), 100);
+}
+
+#[test]
+fn zero_worker_pool_runs_work_on_the_waiting_thread() {
+    let pool = pool(0);
+    let handle = pool.spawn(Lane::Background, || 3).unwrap();
+    assert_eq!(handle.join().unwrap(), 3);
+    assert_eq!(fib(&pool, 15), 610);
+    let stats = pool.stats();
+    assert_eq!(stats.threads_started, 0);
+}
+
+#[test]
+fn bad_configurations_are_refused_with_clear_errors() {
+    let err = Pool::builder()
+        .threads(MAX_THREADS + 1)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BuildError::TooManyThreads {
+            requested: MAX_THREADS + 1,
+            max: MAX_THREADS
+        }
+    );
+    assert!(err.to_string().contains("the most a pool supports is 63"));
+    let err = Pool::builder().stack_size(1024).build().unwrap_err();
+    assert!(matches!(
+        err,
+        BuildError::StackTooSmall {
+            requested: 1024,
+            ..
+        }
+    ));
+    let err = Pool::builder()
+        .threads(4)
+        .background_cap(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BuildError::InvalidBackgroundCap {
+            requested: 0,
+            max: 4
+        }
+    );
+    let err = Pool::builder()
+        .threads(2)
+        .background_cap(3)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        BuildError::InvalidBackgroundCap {
+            requested: 3,
+            max: 2
+        }
+    );
+    let err = Pool::builder().thread_name_prefix("").build().unwrap_err();
+    assert_eq!(err, BuildError::EmptyThreadName);
+    // The defaults are valid.
+    let pool = Pool::new();
+    assert!(pool.threads() >= 1);
+}
+
+#[test]
+fn worker_threads_carry_the_configured_names() {
+    let pool = Pool::builder()
+        .threads(1)
+        .thread_name_prefix("sim-worker")
+        .stack_size(256 * 1024)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    // A task that only a worker thread can run: the main thread does not
+    // wait in the pool here.
+    drop(
+        pool.spawn(Lane::Normal, move || {
+            tx.send(std::thread::current().name().map(str::to_owned))
+                .unwrap();
+        })
+        .unwrap(),
+    );
+    assert_eq!(rx.recv().unwrap().as_deref(), Some("sim-worker-0"));
+}
+
+#[test]
+fn stats_count_every_task() {
+    let pool = pool(2);
+    let handles: Vec<_> = (0..5000)
+        .map(|i| pool.spawn(Lane::ALL[i % 3], || ()).unwrap())
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    pool.parallel_for(0..10_000, 1, |_| {});
+    let stats = pool.stats();
+    let total = stats.total();
+    assert_eq!(total.spawned, total.executed);
+    assert!(stats.lane(Lane::FrameCritical).executed >= 1667);
+    assert_eq!(stats.threads.len(), 3, "two workers and the guest slot");
+}
+
+#[test]
+fn background_cap_limits_concurrent_background_tasks() {
+    let pool = Pool::builder()
+        .threads(3)
+        .background_cap(1)
+        .build()
+        .unwrap();
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..40)
+        .map(|_| {
+            let (running, peak) = (running.clone(), peak.clone());
+            pool.spawn(Lane::Background, move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+            .unwrap()
+        })
+        .collect();
+    // Frame-critical work still gets workers while background work runs.
+    let urgent: Vec<_> = (0..100)
+        .map(|i| pool.spawn(Lane::FrameCritical, move || i).unwrap())
+        .collect();
+    assert_eq!(
+        urgent.into_iter().map(|h| h.join().unwrap()).sum::<i32>(),
+        4950
+    );
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn one_worker_runs_lanes_in_priority_order() {
+    let pool = pool(1);
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let gate = pool
+        .spawn(Lane::FrameCritical, move || {
+            started_tx.send(()).unwrap();
+            gate_rx.recv().unwrap();
+        })
+        .unwrap();
+    started_rx.recv().unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (done_tx, done_rx) = mpsc::channel();
+    // Submitted least urgent first, while the only worker is busy.
+    for lane in [Lane::Background, Lane::Normal, Lane::FrameCritical] {
+        for _ in 0..200 {
+            let (order, done_tx) = (order.clone(), done_tx.clone());
+            drop(
+                pool.spawn(lane, move || {
+                    order.lock().unwrap().push(lane);
+                    done_tx.send(()).unwrap();
+                })
+                .unwrap(),
+            );
+        }
+    }
+    // Wait without helping, so that only the worker runs tasks.
+    gate_tx.send(()).unwrap();
+    for _ in 0..600 {
+        done_rx.recv().unwrap();
+    }
+    gate.join().unwrap();
+    let order = order.lock().unwrap();
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "lanes ran out of order"
+    );
+}

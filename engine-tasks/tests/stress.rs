@@ -1,0 +1,272 @@
+//! Stress: many threads, a million tasks, panics, spawn failures, pool
+//! lifecycles. Every test counts that each task ran exactly once.
+
+use engine_tasks::{Lane, Pool, PoolHandle, ThreadSpec};
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// One counter per task id, so both lost and duplicated runs show up.
+struct RunCounts(Vec<AtomicUsize>);
+
+impl RunCounts {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(RunCounts((0..n).map(|_| AtomicUsize::new(0)).collect()))
+    }
+
+    fn hit(&self, id: usize) {
+        self.0[id].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn assert_each_once(&self) {
+        for (id, count) in self.0.iter().enumerate() {
+            assert_eq!(count.load(Ordering::Relaxed), 1, "task {id}");
+        }
+    }
+}
+
+/// 8 producer threads submit 1,000,000 tasks from outside the pool and join
+/// them all. (Nested spawns are exercised at smaller scale in
+/// `spawn_failure_at_every_point`.)
+#[test]
+fn million_tasks_from_many_producers() {
+    const PRODUCERS: usize = 8;
+    const PER_PRODUCER: usize = 125_000;
+    const TOTAL: usize = PRODUCERS * PER_PRODUCER;
+
+    let pool = Pool::builder().threads(4).build().unwrap();
+    let counts = RunCounts::new(TOTAL);
+    std::thread::scope(|s| {
+        for producer in 0..PRODUCERS {
+            let handle = pool.handle();
+            let counts = counts.clone();
+            s.spawn(move || {
+                let handles: Vec<_> = (0..PER_PRODUCER)
+                    .map(|i| {
+                        let id = producer * PER_PRODUCER + i;
+                        let counts = counts.clone();
+                        handle
+                            .spawn(Lane::ALL[i % 3], move || counts.hit(id))
+                            .unwrap()
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().unwrap();
+                }
+            });
+        }
+    });
+    counts.assert_each_once();
+    assert_eq!(pool.stats().total().executed, TOTAL as u64);
+}
+
+/// A quarter of the tasks panic; every other task still runs once and every
+/// panic is reported to its joiner.
+#[test]
+fn panicking_tasks_under_load() {
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let counts = RunCounts::new(100_000);
+    let handles: Vec<_> = (0..100_000)
+        .map(|id| {
+            let counts = counts.clone();
+            pool.spawn(Lane::ALL[id % 3], move || {
+                counts.hit(id);
+                if id % 4 == 0 {
+                    panic!("task {id}");
+                }
+                id
+            })
+            .unwrap()
+        })
+        .collect();
+    let mut panics = 0;
+    for (id, handle) in handles.into_iter().enumerate() {
+        match handle.join() {
+            Ok(value) => assert_eq!(value, id),
+            Err(err) => {
+                assert_eq!(err.panic_message(), Some(format!("task {id}").as_str()));
+                panics += 1;
+            }
+        }
+    }
+    assert_eq!(panics, 25_000);
+    counts.assert_each_once();
+}
+
+/// Under saturation (more queued work than threads), frame-critical tasks
+/// start earlier on average than normal ones, and normal than background.
+#[test]
+fn lane_order_under_saturation() {
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let clock = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for round in 0..300 {
+        for lane in [Lane::Background, Lane::Normal, Lane::FrameCritical] {
+            let clock = clock.clone();
+            handles.push((
+                lane,
+                pool.spawn(lane, move || {
+                    let started = clock.fetch_add(1, Ordering::Relaxed);
+                    // A little work so the queues stay full.
+                    let mut x = round as u64;
+                    for _ in 0..2000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                    started
+                })
+                .unwrap(),
+            ));
+        }
+    }
+    let mut sums = [0usize; 3];
+    for (lane, handle) in handles {
+        sums[lane.index()] += handle.join().unwrap();
+    }
+    assert!(
+        sums[0] < sums[1],
+        "frame-critical started later than normal: {sums:?}"
+    );
+    assert!(
+        sums[1] < sums[2],
+        "normal started later than background: {sums:?}"
+    );
+}
+
+/// A spawn function that fails from the `fail_at`-th call on.
+fn failing_spawner(
+    fail_at: usize,
+) -> impl Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> io::Result<std::thread::JoinHandle<()>> {
+    let calls = AtomicUsize::new(0);
+    move |spec, main| {
+        if calls.fetch_add(1, Ordering::SeqCst) >= fail_at {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "injected spawn failure",
+            ));
+        }
+        std::thread::Builder::new().name(spec.name).spawn(main)
+    }
+}
+
+fn mixed_workload(handle: &PoolHandle, tasks: usize) -> Arc<RunCounts> {
+    let counts = RunCounts::new(tasks * 2);
+    let handles: Vec<_> = (0..tasks)
+        .map(|id| {
+            let counts = counts.clone();
+            let inner = handle.clone();
+            handle
+                .spawn(Lane::ALL[id % 3], move || {
+                    counts.hit(2 * id);
+                    let counts = counts.clone();
+                    inner
+                        .spawn(Lane::Normal, move || counts.hit(2 * id + 1))
+                        .unwrap()
+                        .join()
+                        .unwrap();
+                })
+                .unwrap()
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    counts
+}
+
+/// Thread spawning fails at every possible point, including the first: the
+/// pool keeps working with the threads it got, even none.
+#[test]
+fn spawn_failure_at_every_point() {
+    const THREADS: usize = 3;
+    for fail_at in 0..=THREADS {
+        let pool = Pool::builder()
+            .threads(THREADS)
+            .spawn_with(failing_spawner(fail_at))
+            .build()
+            .unwrap();
+        let counts = mixed_workload(&pool.handle(), 20_000);
+        counts.assert_each_once();
+        let (fib, _) = pool.join(|| fib(&pool, 18), || ());
+        assert_eq!(fib, 2584);
+        let stats = pool.stats();
+        assert_eq!(
+            stats.threads_started,
+            fail_at.min(THREADS),
+            "fail_at = {fail_at}"
+        );
+        if fail_at < THREADS {
+            assert_eq!(stats.spawn_failures, 1, "fail_at = {fail_at}");
+        }
+        // Detached tasks queued at drop still run.
+        let late = RunCounts::new(1000);
+        for id in 0..1000 {
+            let late = late.clone();
+            drop(pool.spawn(Lane::Background, move || late.hit(id)).unwrap());
+        }
+        drop(pool);
+        late.assert_each_once();
+    }
+}
+
+fn fib(pool: &Pool, n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
+    a + b
+}
+
+/// Pools are created, used from several threads and dropped, many times.
+#[test]
+fn repeated_create_and_drop() {
+    for cycle in 0..200 {
+        let pool = Pool::builder().threads(1 + cycle % 4).build().unwrap();
+        let counts = RunCounts::new(400);
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let handle = pool.handle();
+                let counts = counts.clone();
+                s.spawn(move || {
+                    for id in (t * 200)..(t * 200 + 200) {
+                        let counts = counts.clone();
+                        drop(
+                            handle
+                                .spawn(Lane::ALL[id % 3], move || counts.hit(id))
+                                .unwrap(),
+                        );
+                    }
+                });
+            }
+        });
+        drop(pool);
+        counts.assert_each_once();
+    }
+}
+
+/// Several outside threads wait in the pool at once: one holds the guest
+/// slot, the others wait without one. Nothing hangs and all work is done.
+#[test]
+fn many_outside_threads_joining_at_once() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let total = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    pool.scope(|sc| {
+                        for _ in 0..20 {
+                            sc.spawn(|_| {
+                                total.fetch_add(1, Ordering::Relaxed);
+                            });
+                        }
+                    });
+                    let (a, b) = pool.join(|| 1, || 2);
+                    total.fetch_add(a + b - 3, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(total.load(Ordering::Relaxed), 6 * 50 * 20);
+}
