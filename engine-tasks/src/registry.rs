@@ -170,6 +170,12 @@ impl Shared {
         self.config.threads
     }
 
+    /// Worker threads started so far (only grows).
+    pub(crate) fn threads_started(&self) -> usize {
+        // Relaxed: a hint; a thread that starts later only adds helpers.
+        self.started.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn is_shutdown(&self) -> bool {
         // Acquire: pairs with the SeqCst store in `shutdown`.
         self.shutdown.load(Ordering::Acquire)
@@ -322,7 +328,7 @@ impl Shared {
             threads: self.slots.iter().map(|s| s.counters.snapshot()).collect(),
             external: self.external.snapshot(),
             // Relaxed: statistics.
-            threads_started: self.started.load(Ordering::Relaxed),
+            threads_started: self.threads_started(),
             spawn_failures: self.spawn_failures.load(Ordering::Relaxed),
         }
     }

@@ -1,34 +1,48 @@
 //! Bounded single-producer, multi-consumer ring of tasks.
 //!
-//! Each worker owns one ring per lane. The owner pushes at `tail` and pops at
-//! `head` (FIFO); other threads steal half of what they see in one batch. The
-//! layout follows the Go runtime's `runqput`/`runqsteal` ring (also used by
-//! Tokio and the zap and volt pools): slots are atomic pointers so that a slow
-//! stealer may read a slot the owner is rewriting, and the only contended
-//! word is `head`, advanced by compare-and-swap by every consumer.
+//! Each worker owns one ring per lane. The owner pushes at the tail and takes
+//! from either end: the oldest task (`pop`, the run loop's FIFO order) or the
+//! newest (`pop_newest`, so a waiting task takes back what it just pushed).
+//! Other threads steal half of what they see in one batch. The slots are atomic
+//! pointers, so a slow stealer may read a slot without a data race.
 //!
-//! `pop_newest` adds the Chase-Lev owner-side `take` (Chase and Lev, "Dynamic
-//! Circular Work-Stealing Deque", SPAA 2005; fences from Lê, Pop, Cohen and
-//! Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak Memory
-//! Models", PPoPP 2013) so that `join` can take back the task it just pushed
-//! instead of running the oldest one.
+//! # One word of state
 //!
-//! # States
+//! The three indices live in one `AtomicU64` and every change is a single
+//! atomic read-modify-write of that word, so each operation sees, and acts
+//! on, one consistent `(steal, real, tail)` triple:
 //!
-//! `head` and `tail` are free-running `u32` indices; slot `i` lives at
-//! `i % CAPACITY`. The ring holds `tail - head` tasks (wrapping), at most
-//! `CAPACITY`. A consumer owns the tasks in `[head, head + n)` only once its
-//! CAS moves `head` past them; a stealer that was preempted for 2^32 pushes
-//! could suffer ABA on `head`, which we accept (as Go and Tokio do).
+//! * `tail` (bits 48..64): the next slot the owner writes. Only the owner
+//!   changes it: `push` adds one (a `fetch_add`; the carry falls off the top of
+//!   the word), `pop_newest` subtracts one by CAS.
+//! * `real` (bits 16..32): the oldest task not yet claimed by anyone.
+//! * `steal` (bits 32..48): the oldest slot still being read. It differs from
+//!   `real` only while a stealer copies the slots it reserved.
+//!
+//! Indices are `u16` and wrap; a ring holds `tail - real` tasks, and the slots
+//! in `[steal, tail)` are in use, at most [`CAPACITY`].
+//!
+//! A steal is two-phase, as in Tokio's run queue (itself after the Go
+//! runtime's `runqsteal`): (1) reserve half the tasks by moving `real` forward
+//! with a CAS, leaving `steal` behind; (2) copy the reserved slots; (3) release
+//! by moving `steal` up to `real`. While a steal is in progress no other steal
+//! starts on that ring, `push` treats the reserved slots as full, and the
+//! owner's pops only ever claim slots at or after `real`, so a reserved task
+//! cannot also be taken from either end.
+//!
+//! An earlier version kept `head` and `tail` in separate words with a
+//! Chase-Lev take from the tail. That is only correct when stealers take one
+//! task at a time: a half-steal that read an old, larger `tail` could claim a
+//! task the owner had already taken back from the tail (found by the pool's
+//! stress test, and now by the `pop_newest_races_half_steal` model).
 //!
 //! # Handles
 //!
-//! [`Ring`] itself only offers the operations any thread may call (`steal_into`,
-//! `len`). The owner's operations live on [`RingOwner`], which is `!Send` and
-//! `!Sync` and can only be created through an `unsafe` promise that there is
-//! one owner at a time.
+//! [`Ring`] offers what any thread may call (`steal_into`, `len`). The owner's
+//! operations live on [`RingOwner`], which is `!Send + !Sync` and created only
+//! through an `unsafe` promise that there is one owner at a time.
 
-use crate::loom::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use crate::loom::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
@@ -42,17 +56,49 @@ pub(crate) const CAPACITY: usize = 256;
 #[cfg(loom)]
 pub(crate) const CAPACITY: usize = 4;
 
-const MASK: u32 = CAPACITY as u32 - 1;
+const MASK: u16 = CAPACITY as u16 - 1;
+const TAIL_ONE: u64 = 1 << 48;
+
+/// The unpacked state word; see the module docs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Indices {
+    real: u16,
+    steal: u16,
+    tail: u16,
+}
+
+impl Indices {
+    fn unpack(word: u64) -> Self {
+        Indices {
+            real: (word >> 16) as u16,
+            steal: (word >> 32) as u16,
+            tail: (word >> 48) as u16,
+        }
+    }
+
+    fn pack(self) -> u64 {
+        (u64::from(self.real) << 16) | (u64::from(self.steal) << 32) | (u64::from(self.tail) << 48)
+    }
+
+    /// Tasks not yet claimed.
+    fn len(self) -> u16 {
+        self.tail.wrapping_sub(self.real)
+    }
+
+    /// Slots in use, including ones a stealer is still reading.
+    fn used(self) -> u16 {
+        self.tail.wrapping_sub(self.steal)
+    }
+}
 
 /// See the module docs.
 pub(crate) struct Ring {
-    head: CachePadded<AtomicU32>,
-    tail: CachePadded<AtomicU32>,
+    state: CachePadded<AtomicU64>,
     slots: Box<[AtomicPtr<Header>]>,
 }
 
-/// Outcome of a push into a full ring: the caller moves `half` plus `task`
-/// elsewhere (the overflow queue).
+/// Outcome of a push into a full ring: the caller moves the task (and half
+/// the ring, see [`RingOwner::drain_half`]) to the overflow queue.
 pub(crate) struct Full {
     pub(crate) task: TaskRef,
 }
@@ -60,8 +106,7 @@ pub(crate) struct Full {
 impl Ring {
     pub(crate) fn new() -> Self {
         Ring {
-            head: CachePadded::new(AtomicU32::new(0)),
-            tail: CachePadded::new(AtomicU32::new(0)),
+            state: CachePadded::new(AtomicU64::new(0)),
             slots: (0..CAPACITY)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
@@ -69,19 +114,52 @@ impl Ring {
     }
 
     #[inline(always)]
-    fn slot(&self, index: u32) -> &AtomicPtr<Header> {
-        &self.slots[(index & MASK) as usize]
+    fn slot(&self, index: u16) -> &AtomicPtr<Header> {
+        &self.slots[usize::from(index & MASK)]
     }
 
-    /// Number of queued tasks as seen right now; a hint, exact only to the
-    /// owner when no stealer is active.
+    /// Takes the task in slot `index`, which the caller has claimed.
+    ///
+    /// # Safety
+    ///
+    /// The caller's successful CAS (or ownership of the slot) made it the only
+    /// claimant of the task in `index`.
+    #[inline(always)]
+    unsafe fn take_slot(&self, index: u16) -> TaskRef {
+        // Relaxed: the claiming CAS (Acquire) ordered us after the push that
+        // wrote the slot (Release).
+        let task = self.slot(index).load(Ordering::Relaxed);
+        let task = NonNull::new(task).expect("claimed ring slot was empty");
+        // SAFETY: forwarded from the caller.
+        unsafe { TaskRef::from_raw(task) }
+    }
+
+    fn load(&self) -> Indices {
+        // Acquire: pairs with the Release half of every RMW on the word, so
+        // the slots a pusher wrote and a stealer finished reading are ordered
+        // before whatever we do next.
+        Indices::unpack(self.state.load(Ordering::Acquire))
+    }
+
+    /// CAS on the state word. AcqRel: acquire as in `load`; release publishes
+    /// our slot reads (a finished steal) or writes before the change.
+    fn cas(&self, current: Indices, new: Indices) -> Result<(), Indices> {
+        self.state
+            .compare_exchange(
+                current.pack(),
+                new.pack(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map(|_| ())
+            .map_err(Indices::unpack)
+    }
+
+    /// Number of unclaimed tasks as seen right now (a hint).
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        // Relaxed: a hint; callers that act on it go through `pop`/`steal_into`,
-        // whose CAS on `head` decides ownership.
-        let head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Relaxed);
-        (tail.wrapping_sub(head) as usize).min(CAPACITY)
+        // Relaxed: a hint; claiming goes through a CAS.
+        usize::from(Indices::unpack(self.state.load(Ordering::Relaxed)).len())
     }
 
     #[inline]
@@ -104,75 +182,69 @@ impl Ring {
     }
 
     /// Steals about half of this ring's tasks into `dest`, whose owner must be
-    /// the caller. Returns one stolen task to run now; the rest are in `dest`.
-    /// Returns `(None, 0)` when there was nothing to steal.
+    /// the caller. Returns one stolen task to run now (the rest are in `dest`)
+    /// and how many were taken. `None` if there was nothing to steal, or
+    /// another steal from this ring is in progress (a spurious empty, which
+    /// callers tolerate: they look again before they sleep).
     pub(crate) fn steal_into(&self, dest: &RingOwner<'_>) -> Option<(TaskRef, u32)> {
         let dest_ring = dest.ring;
-        // Relaxed: only the caller (dest's owner) writes dest.tail.
-        let dest_tail = dest_ring.tail.load(Ordering::Relaxed);
-        // Acquire: pairs with the AcqRel CAS of whoever last advanced
-        // dest.head, so the slots they read are free for us to overwrite.
-        let dest_head = dest_ring.head.load(Ordering::Acquire);
-        let room = CAPACITY as u32 - dest_tail.wrapping_sub(dest_head);
-        loop {
-            // Acquire: pairs with the AcqRel CAS of the previous consumer.
-            let head = self.head.load(Ordering::Acquire);
-            // SeqCst fence between reading head and tail: pairs with the fence
-            // in `pop_newest` (Lê et al., steal()), so a stealer and an owner
-            // taking the last task cannot both succeed without a CAS.
-            fence(Ordering::SeqCst);
-            // Acquire: pairs with the Release store of `tail` in `push`, which
-            // publishes the slot writes and the tasks behind them.
-            let tail = self.tail.load(Ordering::Acquire);
-            let available = tail.wrapping_sub(head);
-            if available == 0 || available > CAPACITY as u32 {
-                // Empty, or the owner is inside `pop_newest` (tail briefly
-                // below head). Report empty rather than spin on the owner: a
-                // spurious empty is allowed, because the owner is running and
-                // will see its own tasks.
+        let dest_now = dest_ring.load();
+        let room = CAPACITY as u16 - dest_now.used();
+        // Phase 1: reserve.
+        let mut current = self.load();
+        let (first, take) = loop {
+            if current.steal != current.real {
                 return None;
             }
+            let available = current.len();
             let take = (available - available / 2).min(room);
             if take == 0 {
                 return None;
             }
-            for i in 0..take {
-                // Relaxed: visibility of the slot contents comes from the
-                // Acquire load of tail; the CAS below validates that no
-                // consumer took these slots while we copied.
-                let task = self.slot(head.wrapping_add(i)).load(Ordering::Relaxed);
-                // Relaxed: published by the Release store of dest.tail below.
-                dest_ring
-                    .slot(dest_tail.wrapping_add(i))
-                    .store(task, Ordering::Relaxed);
+            let reserved = Indices {
+                real: current.real.wrapping_add(take),
+                ..current
+            };
+            match self.cas(current, reserved) {
+                Ok(()) => break (current.real, take),
+                Err(actual) => current = actual,
             }
-            // AcqRel on success: acquire orders our use of the tasks after the
-            // producer's writes; release pairs with the Acquire head loads in
-            // `push`, so the owner overwrites the slots only after we read them.
-            if self
-                .head
-                .compare_exchange(
-                    head,
-                    head.wrapping_add(take),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                let last = dest_tail.wrapping_add(take - 1);
-                // Relaxed: we wrote this slot ourselves just above.
-                let task = dest_ring.slot(last).load(Ordering::Relaxed);
-                if take > 1 {
-                    // Release: publishes the copied slots to dest's stealers
-                    // (pairs with their Acquire tail load).
-                    dest_ring.tail.store(last, Ordering::Release);
-                }
-                let task = NonNull::new(task).expect("stolen ring slot was empty");
-                // SAFETY: the successful CAS made us the only owner of the
-                // tasks in [head, head + take); this one was not republished.
-                return Some((unsafe { TaskRef::from_raw(task) }, take));
+        };
+        // Phase 2: copy. The reserved slots cannot be overwritten (push counts
+        // them as used) nor claimed by anyone else (they are before `real`).
+        for i in 0..take {
+            // Relaxed: ordered by the reservation CAS (acquire) after the
+            // pushes; published to dest's stealers by the tail update below.
+            let task = self.slot(first.wrapping_add(i)).load(Ordering::Relaxed);
+            dest_ring
+                .slot(dest_now.tail.wrapping_add(i))
+                .store(task, Ordering::Relaxed);
+        }
+        // Phase 3: release, letting `steal` catch up with `real` (which the
+        // owner may have moved meanwhile by popping).
+        let mut current = self.load();
+        loop {
+            debug_assert_eq!(current.steal, first);
+            let released = Indices {
+                steal: current.real,
+                ..current
+            };
+            match self.cas(current, released) {
+                Ok(()) => break,
+                Err(actual) => current = actual,
             }
         }
+        // One task to run now; the others become visible in dest.
+        let last = dest_now.tail.wrapping_add(take - 1);
+        if take > 1 {
+            // Release: publishes the copied slots (pairs with dest's loaders).
+            dest_ring
+                .state
+                .fetch_add(TAIL_ONE * u64::from(take - 1), Ordering::Release);
+        }
+        // SAFETY: the reservation made these tasks ours; `last` was copied
+        // into a dest slot beyond dest's tail, which only we (its owner) use.
+        Some((unsafe { dest_ring.take_slot(last) }, u32::from(take)))
     }
 }
 
@@ -187,20 +259,17 @@ impl RingOwner<'_> {
     #[inline]
     pub(crate) fn push(&self, task: TaskRef) -> Result<(), Full> {
         let ring = self.ring;
-        // Relaxed: we are the only writer of tail.
-        let tail = ring.tail.load(Ordering::Relaxed);
-        // Acquire: pairs with consumers' AcqRel CAS on head, so their reads of
-        // the slot we are about to reuse happened before our write.
-        let head = ring.head.load(Ordering::Acquire);
-        if tail.wrapping_sub(head) >= CAPACITY as u32 {
+        let now = ring.load();
+        if usize::from(now.used()) >= CAPACITY {
             return Err(Full { task });
         }
-        // Relaxed: published by the Release store of tail.
-        ring.slot(tail)
+        // Relaxed: published by the Release fetch_add below.
+        ring.slot(now.tail)
             .store(task.into_raw().as_ptr(), Ordering::Relaxed);
-        // Release: pairs with the Acquire tail load in `steal_into` and in the
-        // owner-side pops of a later owner of this slot.
-        ring.tail.store(tail.wrapping_add(1), Ordering::Release);
+        // Release: pairs with the Acquire loads/CASes of consumers. Only the
+        // owner changes `tail`, so adding to it cannot race another change
+        // of `tail`; the carry out of bit 63 is the u16 wrap.
+        ring.state.fetch_add(TAIL_ONE, Ordering::Release);
         Ok(())
     }
 
@@ -208,128 +277,79 @@ impl RingOwner<'_> {
     #[inline]
     pub(crate) fn pop(&self) -> Option<TaskRef> {
         let ring = self.ring;
-        // Acquire: pairs with the AcqRel CAS of the last consumer.
-        let mut head = ring.head.load(Ordering::Acquire);
+        let mut current = ring.load();
         loop {
-            // Relaxed: we are the only writer of tail.
-            let tail = ring.tail.load(Ordering::Relaxed);
-            if head == tail {
+            if current.len() == 0 {
                 return None;
             }
-            // Relaxed: we wrote this slot (or it was written before the
-            // hand-over that made us owner); the CAS validates it is unclaimed.
-            let task = ring.slot(head).load(Ordering::Relaxed);
-            // AcqRel: serialises with stealers' CAS on head (see steal_into).
-            match ring.head.compare_exchange_weak(
-                head,
-                head.wrapping_add(1),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    let task = NonNull::new(task).expect("ring slot was empty");
-                    // SAFETY: the CAS gave us the task at `head` exclusively.
-                    return Some(unsafe { TaskRef::from_raw(task) });
-                }
-                Err(actual) => head = actual,
+            let real = current.real.wrapping_add(1);
+            let next = Indices {
+                real,
+                // With no steal in progress `steal` follows `real`.
+                steal: if current.steal == current.real {
+                    real
+                } else {
+                    current.steal
+                },
+                ..current
+            };
+            match ring.cas(current, next) {
+                // SAFETY: the CAS claimed the task at the old `real`.
+                Ok(()) => return Some(unsafe { ring.take_slot(current.real) }),
+                Err(actual) => current = actual,
             }
         }
     }
 
-    /// Takes the newest task (the one pushed last), Chase-Lev style.
+    /// Takes the newest task (the one pushed last).
     pub(crate) fn pop_newest(&self) -> Option<TaskRef> {
         let ring = self.ring;
-        // Relaxed: we are the only writer of tail.
-        let tail = ring.tail.load(Ordering::Relaxed);
-        // Acquire: pairs with the AcqRel CAS of the last consumer.
-        if tail == ring.head.load(Ordering::Acquire) {
-            return None;
-        }
-        let newest = tail.wrapping_sub(1);
-        // Relaxed store followed by a SeqCst fence: pairs with the fence in
-        // `steal_into` (Lê et al., take()). A stealer that loads tail after the
-        // fence sees `newest` and cannot take index `newest` unless it is the
-        // only task, which the CAS below arbitrates.
-        ring.tail.store(newest, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence above.
-        let head = ring.head.load(Ordering::Relaxed);
-        let distance = newest.wrapping_sub(head) as i32;
-        if distance > 0 {
-            // More than one task was queued: index `newest` is ours alone.
-            // Relaxed: our own slot write.
-            let task = ring.slot(newest).load(Ordering::Relaxed);
-            let task = NonNull::new(task).expect("ring slot was empty");
-            // SAFETY: no consumer can claim index `newest` (see above).
-            return Some(unsafe { TaskRef::from_raw(task) });
-        }
-        let mut taken = None;
-        if distance == 0 {
-            // The last task: race the stealers for it on head.
-            // Relaxed: our own slot write.
-            let task = ring.slot(newest).load(Ordering::Relaxed);
-            // AcqRel: serialises with stealers' CAS on head.
-            if ring
-                .head
-                .compare_exchange(
-                    head,
-                    head.wrapping_add(1),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                let task = NonNull::new(task).expect("ring slot was empty");
-                // SAFETY: our CAS claimed the task.
-                taken = Some(unsafe { TaskRef::from_raw(task) });
+        let mut current = ring.load();
+        loop {
+            if current.len() == 0 {
+                return None;
+            }
+            let tail = current.tail.wrapping_sub(1);
+            match ring.cas(current, Indices { tail, ..current }) {
+                // SAFETY: the CAS claimed the task at the new `tail`, which is
+                // at or after `real`, so no stealer has reserved it.
+                Ok(()) => return Some(unsafe { ring.take_slot(tail) }),
+                Err(actual) => current = actual,
             }
         }
-        // Either we took the last task or a stealer did: the ring is empty,
-        // with head == newest + 1. Restore tail to match.
-        // Release: pairs with stealers' Acquire tail load.
-        ring.tail.store(tail, Ordering::Release);
-        taken
     }
 
     /// Claims the older half of the ring for migration to the overflow queue
     /// and passes the tasks, oldest first, to `sink`. Returns how many moved.
     pub(crate) fn drain_half(&self, mut sink: impl FnMut(TaskRef)) -> usize {
         let ring = self.ring;
-        let mut batch = [ptr::null_mut::<Header>(); CAPACITY / 2];
-        loop {
-            // Acquire: pairs with the AcqRel CAS of the last consumer.
-            let head = ring.head.load(Ordering::Acquire);
-            // Relaxed: we are the only writer of tail.
-            let tail = ring.tail.load(Ordering::Relaxed);
-            let count = (tail.wrapping_sub(head) / 2).min(CAPACITY as u32 / 2);
+        let mut current = ring.load();
+        let (first, count) = loop {
+            let count = current.len() / 2;
             if count == 0 {
                 return 0;
             }
-            for (i, slot) in batch.iter_mut().enumerate().take(count as usize) {
-                // Relaxed: validated by the CAS below.
-                *slot = ring
-                    .slot(head.wrapping_add(i as u32))
-                    .load(Ordering::Relaxed);
+            let real = current.real.wrapping_add(count);
+            let next = Indices {
+                real,
+                steal: if current.steal == current.real {
+                    real
+                } else {
+                    current.steal
+                },
+                ..current
+            };
+            match ring.cas(current, next) {
+                Ok(()) => break (current.real, count),
+                Err(actual) => current = actual,
             }
-            // AcqRel: serialises with stealers' CAS on head.
-            if ring
-                .head
-                .compare_exchange(
-                    head,
-                    head.wrapping_add(count),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                for &task in &batch[..count as usize] {
-                    let task = NonNull::new(task).expect("ring slot was empty");
-                    // SAFETY: the CAS made us the only owner of these tasks.
-                    sink(unsafe { TaskRef::from_raw(task) });
-                }
-                return count as usize;
-            }
+        };
+        for i in 0..count {
+            // SAFETY: the CAS claimed these tasks; their slots are only
+            // rewritten by our own later pushes.
+            sink(unsafe { ring.take_slot(first.wrapping_add(i)) });
         }
+        usize::from(count)
     }
 }
 
@@ -419,6 +439,47 @@ mod loom_models {
         });
     }
 
+    /// The defect the single-word state fixes: a half-steal that read the
+    /// ring at four tasks races the owner taking three back from the tail.
+    #[test]
+    fn pop_newest_races_half_steal() {
+        loom::model(|| {
+            let victim = Arc::new(Ring::new());
+            let tasks = Tasks::new(4);
+            let tracker = Tracker::new(4);
+            // SAFETY: the main thread is the victim's only owner.
+            let owner = unsafe { victim.owner() };
+            for task in tasks.refs() {
+                assert!(owner.push(task).is_ok());
+            }
+            let stealer = {
+                let victim = victim.clone();
+                let tracker = tracker.clone();
+                thread::spawn(move || {
+                    let dest = Ring::new();
+                    // SAFETY: this thread is dest's only owner.
+                    let dest_owner = unsafe { dest.owner() };
+                    if let Some((task, _)) = victim.steal_into(&dest_owner) {
+                        tracker.take(task);
+                    }
+                    while let Some(task) = dest_owner.pop() {
+                        tracker.take(task);
+                    }
+                })
+            };
+            for _ in 0..3 {
+                if let Some(task) = owner.pop_newest() {
+                    tracker.take(task);
+                }
+            }
+            stealer.join().unwrap();
+            while let Some(task) = owner.pop() {
+                tracker.take(task);
+            }
+            tracker.assert_all_once();
+        });
+    }
+
     /// Two stealers and a full ring being drained to overflow: no task lost
     /// or duplicated, and the push after the drain succeeds.
     #[test]
@@ -453,7 +514,12 @@ mod loom_models {
             let extra = refs.next().unwrap();
             if let Err(Full { task }) = owner.push(extra) {
                 owner.drain_half(|t| tracker.take(t));
-                owner.push(task).ok().expect("room after draining half");
+                // A steal in progress keeps its reserved slots in use, so
+                // the ring may still be full: the pool then sends the task to
+                // the overflow queue too.
+                if let Err(Full { task }) = owner.push(task) {
+                    tracker.take(task);
+                }
             }
             for s in stealers {
                 s.join().unwrap();
@@ -508,7 +574,9 @@ mod stress {
             for (i, task) in tasks.refs().enumerate() {
                 if let Err(full) = owner.push(task) {
                     owner.drain_half(|t| tracker.take(t));
-                    owner.push(full.task).ok().expect("room after drain");
+                    if let Err(full) = owner.push(full.task) {
+                        tracker.take(full.task);
+                    }
                 }
                 // Phases: mostly full (overflow), then near empty (the
                 // last-task races of pop_newest against steals).

@@ -524,8 +524,12 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     f(unsafe { current.as_ref() })
 }
 
-/// Block-on-complete for a thread that holds no slot: runs injector tasks
-/// and LIFO slots it can reach, then sleeps until the latch is set.
+/// Waiting for a thread that holds no slot (another outside thread holds
+/// the guest slot). With worker threads running it only sleeps until the
+/// latch is set: without queues of its own it could only pick up the oldest
+/// injected tasks, each of which may wait in turn, nesting without bound.
+/// With no worker thread at all it must help, or nothing would run: then it
+/// runs injector tasks and LIFO slots it can reach.
 pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn() -> Lane) {
     if latch.is_set() {
         return;
@@ -533,7 +537,7 @@ pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn()
     let _span = instrument::wait();
     let mut registered = false;
     while !latch.is_set() {
-        if run_one_unowned(shared, floor()) {
+        if shared.threads_started() == 0 && run_one_unowned(shared, floor()) {
             continue;
         }
         if !registered {

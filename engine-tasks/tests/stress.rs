@@ -25,14 +25,16 @@ impl RunCounts {
     }
 }
 
-/// 8 producer threads submit 1,000,000 tasks from outside the pool and join
-/// them all. (Nested spawns are exercised at smaller scale in
-/// `spawn_failure_at_every_point`.)
+/// 8 producer threads, 1,000,000 tasks: each producer spawns roots from
+/// outside the pool; each root spawns 7 children from a worker (nested
+/// spawns) and joins them; the producers join the roots.
 #[test]
-fn million_tasks_from_many_producers() {
+fn million_tasks_from_many_producers_with_nested_spawns() {
     const PRODUCERS: usize = 8;
-    const PER_PRODUCER: usize = 125_000;
-    const TOTAL: usize = PRODUCERS * PER_PRODUCER;
+    const ROOTS_PER_PRODUCER: usize = 15_625;
+    const CHILDREN: usize = 7;
+    const TOTAL: usize = PRODUCERS * ROOTS_PER_PRODUCER * (CHILDREN + 1);
+    assert_eq!(TOTAL, 1_000_000);
 
     let pool = Pool::builder().threads(4).build().unwrap();
     let counts = RunCounts::new(TOTAL);
@@ -41,23 +43,80 @@ fn million_tasks_from_many_producers() {
             let handle = pool.handle();
             let counts = counts.clone();
             s.spawn(move || {
-                let handles: Vec<_> = (0..PER_PRODUCER)
-                    .map(|i| {
-                        let id = producer * PER_PRODUCER + i;
+                let roots: Vec<_> = (0..ROOTS_PER_PRODUCER)
+                    .map(|r| {
+                        let base = (producer * ROOTS_PER_PRODUCER + r) * (CHILDREN + 1);
                         let counts = counts.clone();
+                        let inner = handle.clone();
                         handle
-                            .spawn(Lane::ALL[i % 3], move || counts.hit(id))
+                            .spawn(Lane::ALL[r % 3], move || {
+                                counts.hit(base);
+                                let children: Vec<_> = (1..=CHILDREN)
+                                    .map(|c| {
+                                        let counts = counts.clone();
+                                        inner
+                                            .spawn(Lane::Normal, move || counts.hit(base + c))
+                                            .unwrap()
+                                    })
+                                    .collect();
+                                for child in children {
+                                    child.join().unwrap();
+                                }
+                            })
                             .unwrap()
                     })
                     .collect();
-                for h in handles {
-                    h.join().unwrap();
+                for root in roots {
+                    root.join().unwrap();
                 }
             });
         }
     });
     counts.assert_each_once();
-    assert_eq!(pool.stats().total().executed, TOTAL as u64);
+    let stats = pool.stats();
+    assert_eq!(stats.total().executed, TOTAL as u64);
+    assert_eq!(stats.total().spawned, TOTAL as u64);
+}
+
+/// The same shape with `scope` instead of handles: roots fan out with a
+/// scope on a worker, 100,000 roots of 10 tasks each.
+#[test]
+fn nested_scopes_from_many_producers() {
+    const PRODUCERS: usize = 4;
+    const ROOTS: usize = 25_000;
+    const TOTAL: usize = PRODUCERS * ROOTS * 10;
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let counts = RunCounts::new(TOTAL);
+    std::thread::scope(|s| {
+        for producer in 0..PRODUCERS {
+            let handle = pool.handle();
+            let counts = counts.clone();
+            s.spawn(move || {
+                let roots: Vec<_> = (0..ROOTS)
+                    .map(|r| {
+                        let first = (producer * ROOTS + r) * 10;
+                        let counts = counts.clone();
+                        let inner = handle.clone();
+                        handle
+                            .spawn(Lane::ALL[r % 3], move || {
+                                counts.hit(first);
+                                inner.scope(|sc| {
+                                    for id in first + 1..first + 10 {
+                                        let counts = &counts;
+                                        sc.spawn(move |_| counts.hit(id));
+                                    }
+                                });
+                            })
+                            .unwrap()
+                    })
+                    .collect();
+                for root in roots {
+                    root.join().unwrap();
+                }
+            });
+        }
+    });
+    counts.assert_each_once();
 }
 
 /// A quarter of the tasks panic; every other task still runs once and every
