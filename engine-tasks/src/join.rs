@@ -92,7 +92,7 @@ impl Local<'_> {
                 // Our own `b`, or newer work `a` left behind: run it here.
                 Some(task) => {
                     let is_b = task.as_ptr() == b_header;
-                    self.run_taken(task, lane);
+                    self.run_task(task, lane);
                     if is_b {
                         break;
                     }

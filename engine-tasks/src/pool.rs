@@ -4,6 +4,7 @@
 use crate::cancel::CancellationToken;
 use crate::join as fork_join;
 use crate::lane::Lane;
+use crate::queue::TaskList;
 use crate::registry::{self, Config, Shared, SpawnFn, ThreadSpec, MAX_THREADS};
 use crate::scope::{self, Scope};
 use crate::spawn::{JoinHandle, SpawnCell};
@@ -354,6 +355,61 @@ impl PoolHandle {
                     task: SpawnCell::reclaim(cell, task),
                 }),
             },
+        }
+    }
+
+    /// Spawns several tasks in `lane` with a single queue operation and a
+    /// single wake-up (the woken thread passes the search on as it finds
+    /// work). Handles come back in the order of `tasks`. Fails, handing every
+    /// closure back, once the pool is shutting down.
+    pub fn spawn_batch<I, F, T>(
+        &self,
+        lane: Lane,
+        tasks: I,
+    ) -> Result<Vec<JoinHandle<T>>, SpawnError<Vec<F>>>
+    where
+        I: IntoIterator<Item = F>,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.shared;
+        let tasks: Vec<F> = tasks.into_iter().collect();
+        if shared.is_shutdown() {
+            return Err(SpawnError { task: tasks });
+        }
+        let cells: Vec<_> = tasks
+            .into_iter()
+            .map(|f| SpawnCell::new(lane, None, f))
+            .collect();
+        let inside = worker::with_current(|local| match local {
+            Some(local) if std::ptr::eq(local.shared, &**shared) => {
+                local.push_batch(lane, cells.iter().map(SpawnCell::task_ref));
+                true
+            }
+            _ => false,
+        });
+        if inside {
+            return Ok(cells
+                .into_iter()
+                .map(|c| JoinHandle::new(c, None))
+                .collect());
+        }
+        let mut list = TaskList::new();
+        for cell in &cells {
+            list.push_back(SpawnCell::task_ref(cell));
+        }
+        match shared.inject_list(lane, list) {
+            Ok(()) => Ok(cells
+                .into_iter()
+                .map(|c| JoinHandle::new(c, Some(shared.clone())))
+                .collect()),
+            Err(list) => Err(SpawnError {
+                task: cells
+                    .into_iter()
+                    .zip(list.into_tasks())
+                    .map(|(cell, task)| SpawnCell::reclaim(cell, task))
+                    .collect(),
+            }),
         }
     }
 

@@ -81,6 +81,25 @@ impl TaskList {
         self.last = node;
         self.len += 1;
     }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Takes the tasks back out, oldest first (a list that was never pushed).
+    pub(crate) fn into_tasks(self) -> impl Iterator<Item = TaskRef> {
+        let mut next = self.first;
+        std::iter::from_fn(move || {
+            let node = NonNull::new(next)?;
+            // SAFETY: the list owns its nodes (it was never pushed), and
+            // each is handed out once.
+            unsafe {
+                // Relaxed: the list is private to this thread.
+                next = (*node.as_ptr()).next.load(Ordering::Relaxed);
+                Some(TaskRef::from_raw(node))
+            }
+        })
+    }
 }
 
 impl TaskQueue {

@@ -33,7 +33,7 @@
 use crate::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::instrument;
 use crate::lane::Lane;
-use crate::queue::TaskQueue;
+use crate::queue::{TaskList, TaskQueue};
 use crate::ring::Ring;
 use crate::stats::{PoolStats, SlotCounters};
 use crate::task::{Header, TaskRef};
@@ -232,6 +232,24 @@ impl Shared {
         self.injector[lane.index()].push(task);
         self.external.lanes[lane.index()].spawned.add_shared(1);
         // SeqCst: see above; the push happens before `shutdown` stops waiting.
+        self.submitting.fetch_sub(1, Ordering::SeqCst);
+        self.notify(lane);
+        Ok(())
+    }
+
+    /// Queues a list of tasks submitted from outside with one push and one
+    /// wake-up. Fails (returning the list) once shutdown has begun.
+    pub(crate) fn inject_list(&self, lane: Lane, list: TaskList) -> Result<(), TaskList> {
+        // SeqCst: as in `inject`.
+        self.submitting.fetch_add(1, Ordering::SeqCst);
+        if self.shutdown.load(Ordering::SeqCst) {
+            self.submitting.fetch_sub(1, Ordering::SeqCst);
+            return Err(list);
+        }
+        let count = list.len() as u64;
+        self.injector[lane.index()].push_list(list);
+        self.external.lanes[lane.index()].spawned.add_shared(count);
+        // SeqCst: as in `inject`.
         self.submitting.fetch_sub(1, Ordering::SeqCst);
         self.notify(lane);
         Ok(())

@@ -83,7 +83,8 @@ impl SlotCounters {
 pub struct LaneStats {
     /// Tasks submitted.
     pub spawned: u64,
-    /// Tasks run to completion (including ones that panicked).
+    /// Tasks started (each then runs to completion or panics). Counted
+    /// before the task body, so a thread that saw a task finish sees it.
     pub executed: u64,
     /// Tasks taken from another thread's queues.
     pub stolen_tasks: u64,

@@ -75,6 +75,9 @@ pub(crate) struct Local<'a> {
     advertised: Cell<u8>,
     searching: Cell<bool>,
     lane: Cell<Lane>,
+    /// Background tasks running on this thread's stack (nested ones run
+    /// while an outer one waits).
+    background_depth: Cell<u32>,
 }
 
 impl<'a> Local<'a> {
@@ -102,6 +105,7 @@ impl<'a> Local<'a> {
             advertised: Cell::new(advertised),
             searching: Cell::new(searching),
             lane: Cell::new(Lane::Normal),
+            background_depth: Cell::new(0),
         }
     }
 
@@ -156,6 +160,21 @@ impl<'a> Local<'a> {
         self.shared.notify(lane);
     }
 
+    /// Queues several tasks with one wake-up: into the ring (oldest first, so
+    /// they run in order), not the LIFO slot.
+    pub(crate) fn push_batch(&self, lane: Lane, tasks: impl IntoIterator<Item = TaskRef>) {
+        let mut count = 0;
+        for task in tasks {
+            self.push_ring(lane, task);
+            count += 1;
+        }
+        if count > 0 {
+            self.slot.counters.lanes[lane.index()].spawned.add(count);
+            self.advertise(lane);
+            self.shared.notify(lane);
+        }
+    }
+
     fn push_ring(&self, lane: Lane, task: TaskRef) {
         if let Err(full) = self.rings[lane.index()].push(task) {
             let mut list = TaskList::new();
@@ -191,24 +210,44 @@ impl<'a> Local<'a> {
     /// looks at every slot: the last look before parking.
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
         for &lane in floor.and_above() {
-            let background = lane == Lane::Background;
-            if background
-                && (!self.background_visible(thorough) || !self.shared.try_acquire_background())
-            {
-                continue;
+            let mut background_permit = false;
+            if lane == Lane::Background {
+                if !self.background_visible(thorough) {
+                    continue;
+                }
+                match self.acquire_background() {
+                    Some(acquired) => background_permit = acquired,
+                    None => continue,
+                }
             }
             if let Some(task) = self.find_in_lane(lane, thorough) {
                 return Some(Found {
                     task,
                     lane,
-                    background_permit: background,
+                    background_permit,
                 });
             }
-            if background {
+            if background_permit {
                 self.shared.release_background();
             }
         }
         None
+    }
+
+    /// May this thread start a background task? `Some(true)`: it took one
+    /// of the pool's permits (release it after the task). `Some(false)`: it
+    /// already runs background work further up its stack, so a nested one
+    /// does not add concurrency and needs no permit (requiring one would
+    /// deadlock a background task waiting for its own children at the cap).
+    /// `None`: the cap is reached.
+    fn acquire_background(&self) -> Option<bool> {
+        if self.background_depth.get() > 0 {
+            Some(false)
+        } else if self.shared.try_acquire_background() {
+            Some(true)
+        } else {
+            None
+        }
     }
 
     fn background_visible(&self, thorough: bool) -> bool {
@@ -260,7 +299,7 @@ impl<'a> Local<'a> {
                 return Some(task);
             }
         }
-        if let Some(task) = self.refill_from(&q.overflow, lane) {
+        if let Some(task) = self.refill(&q.overflow, lane, CAPACITY / 2) {
             self.lifo_streak.set(0);
             return Some(task);
         }
@@ -269,11 +308,7 @@ impl<'a> Local<'a> {
     }
 
     /// Takes one task from `queue` and moves up to `limit` more into our ring.
-    fn refill_from(&self, queue: &TaskQueue, lane: Lane) -> Option<TaskRef> {
-        self.refill_limited(queue, lane, CAPACITY / 2)
-    }
-
-    fn refill_limited(&self, queue: &TaskQueue, lane: Lane, limit: usize) -> Option<TaskRef> {
+    fn refill(&self, queue: &TaskQueue, lane: Lane, limit: usize) -> Option<TaskRef> {
         let mut consumer = queue.try_lock()?;
         let first = consumer.pop()?;
         let mut moved = 0;
@@ -300,7 +335,7 @@ impl<'a> Local<'a> {
         }
         // A fair share, so one thread does not drain a burst alone.
         let share = (injector.len() / (self.shared.worker_count() + 1)).min(INJECTOR_BATCH);
-        let task = self.refill_limited(injector, lane, share);
+        let task = self.refill(injector, lane, share);
         instrument::steal(None, lane, u32::from(task.is_some()));
         task
     }
@@ -357,7 +392,7 @@ impl<'a> Local<'a> {
         }
         let own = &self.slot.lanes[lane.index()].ring;
         let before = own.len();
-        let task = self.refill_from(&q.overflow, lane)?;
+        let task = self.refill(&q.overflow, lane, CAPACITY / 2)?;
         let moved = own.len().saturating_sub(before);
         Some((task, moved as u32 + 1))
     }
@@ -376,13 +411,20 @@ impl<'a> Local<'a> {
         }
     }
 
-    fn run_task(&self, task: TaskRef, lane: Lane) {
+    pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
         let outer = self.lane.replace(lane);
+        let background = u32::from(lane == Lane::Background);
+        self.background_depth
+            .set(self.background_depth.get() + background);
+        // Counted before the body, whose completion a joiner may observe:
+        // the joiner's acquire then also sees the count.
+        self.slot.counters.lanes[lane.index()].executed.bump();
         {
             let _span = instrument::task(lane);
             task.run();
         }
-        self.slot.counters.lanes[lane.index()].executed.bump();
+        self.background_depth
+            .set(self.background_depth.get() - background);
         self.lane.set(outer);
     }
 
@@ -444,8 +486,8 @@ impl<'a> Local<'a> {
             let floor = floor();
             // Depth first: what the waiting task pushed last is most likely
             // what it waits for, and running it keeps nesting shallow.
-            if let Some((task, lane)) = self.take_newest(floor) {
-                self.run_task(task, lane);
+            if let Some(found) = self.take_newest(floor) {
+                self.run_found(found);
                 continue;
             }
             if let Some(found) = self.find_task(floor, false) {
@@ -475,17 +517,29 @@ impl<'a> Local<'a> {
         Self::take_lifo(self.queues(lane)).or_else(|| self.rings[lane.index()].pop_newest())
     }
 
-    /// This thread's newest task of the most urgent lane down to `floor`.
-    fn take_newest(&self, floor: Lane) -> Option<(TaskRef, Lane)> {
-        floor
-            .and_above()
-            .iter()
-            .find_map(|&lane| self.take_back(lane).map(|task| (task, lane)))
-    }
-
-    /// Runs a task taken with [`Local::take_back`].
-    pub(crate) fn run_taken(&self, task: TaskRef, lane: Lane) {
-        self.run_task(task, lane);
+    /// This thread's newest task of the most urgent lane down to `floor`
+    /// (background work only with a permit, like any other start of it).
+    fn take_newest(&self, floor: Lane) -> Option<Found> {
+        for &lane in floor.and_above() {
+            let mut background_permit = false;
+            if lane == Lane::Background {
+                match self.acquire_background() {
+                    Some(acquired) => background_permit = acquired,
+                    None => continue,
+                }
+            }
+            if let Some(task) = self.take_back(lane) {
+                return Some(Found {
+                    task,
+                    lane,
+                    background_permit,
+                });
+            }
+            if background_permit {
+                self.shared.release_background();
+            }
+        }
+        None
     }
 }
 
@@ -579,11 +633,11 @@ fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
                     .find_map(|slot| Local::take_lifo(&slot.lanes[lane.index()]))
             });
         if let Some(task) = task {
+            shared.external.lanes[lane.index()].executed.add_shared(1);
             {
                 let _span = instrument::task(lane);
                 task.run();
             }
-            shared.external.lanes[lane.index()].executed.add_shared(1);
             if background {
                 shared.release_background();
             }

@@ -430,3 +430,37 @@ fn one_worker_runs_lanes_in_priority_order() {
         "lanes ran out of order"
     );
 }
+
+#[test]
+fn spawn_batch_runs_every_task_in_order_of_handles() {
+    let pool = pool(2);
+    // From outside the pool: one injector push.
+    let handles = pool
+        .spawn_batch(Lane::Normal, (0..5000u64).map(|i| move || i * i))
+        .unwrap();
+    let results: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results, (0..5000u64).map(|i| i * i).collect::<Vec<_>>());
+    // From inside a task: onto the worker's own queues.
+    let handle = pool.handle();
+    let inner_sum = pool
+        .spawn(Lane::Normal, move || {
+            handle
+                .spawn_batch(Lane::FrameCritical, (0..1000u64).map(|i| move || i))
+                .unwrap()
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .sum::<u64>()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(inner_sum, 999 * 1000 / 2);
+    // After shutdown every closure comes back.
+    let handle = pool.handle();
+    drop(pool);
+    let err = handle
+        .spawn_batch(Lane::Normal, (0..3).map(|i| move || i))
+        .unwrap_err();
+    let back: Vec<i32> = err.into_inner().into_iter().map(|f| f()).collect();
+    assert_eq!(back, vec![0, 1, 2]);
+}

@@ -1,0 +1,128 @@
+//! CPU time an idle pool uses in the second after a burst of work.
+//!
+//! For each pool the binary re-runs itself in a child process (so threads of
+//! one pool cannot be charged to another), which: builds the pool, runs a
+//! burst of 100,000 small tasks, then sleeps one second and reports the
+//! process's user + system CPU time during that second (`getrusage`). The
+//! baseline is a process that only sleeps.
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin idle_cpu`
+//! (add a count, e.g. `-- 5`, to repeat each measurement and report the median).
+
+use engine_tasks::Pool;
+use engine_tasks_benches::{threads, CountDown, GlobalQueuePool};
+use std::process::Command;
+use std::time::Duration;
+
+const PEERS: [&str; 6] = [
+    "sleep-only",
+    "engine-tasks",
+    "rayon",
+    "tokio",
+    "bevy_tasks",
+    "global-queue",
+];
+const BURST: usize = 100_000;
+
+fn cpu_micros() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    micros(usage.ru_utime) + micros(usage.ru_stime)
+}
+
+/// Sleeps one second and returns the CPU time the process used meanwhile.
+fn idle_second() -> u64 {
+    let before = cpu_micros();
+    std::thread::sleep(Duration::from_secs(1));
+    cpu_micros() - before
+}
+
+fn measure(peer: &str) -> u64 {
+    let n = threads();
+    match peer {
+        "sleep-only" => idle_second(),
+        "engine-tasks" => {
+            let pool = Pool::builder().threads(n - 1).build().unwrap();
+            pool.scope(|s| (0..BURST).for_each(|_| s.spawn(|_| ())));
+            idle_second()
+        }
+        "rayon" => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap();
+            pool.scope(|s| (0..BURST).for_each(|_| s.spawn(|_| ())));
+            idle_second()
+        }
+        "tokio" => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .build()
+                .unwrap();
+            let handles: Vec<_> = (0..BURST).map(|_| rt.spawn(async {})).collect();
+            rt.block_on(async {
+                for h in handles {
+                    h.await.unwrap();
+                }
+            });
+            idle_second()
+        }
+        "bevy_tasks" => {
+            let pool = bevy_tasks::TaskPoolBuilder::new().num_threads(n).build();
+            pool.scope(|s| (0..BURST).for_each(|_| s.spawn(async {})));
+            idle_second()
+        }
+        "global-queue" => {
+            let pool = GlobalQueuePool::new(n);
+            let handle = pool.handle();
+            let done = CountDown::new(BURST);
+            for _ in 0..BURST {
+                let done = done.clone();
+                handle.spawn(move || done.done());
+            }
+            done.wait();
+            idle_second()
+        }
+        other => panic!("unknown peer {other}"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "--child" {
+        println!("{}", measure(&args[2]));
+        return;
+    }
+    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeat count"));
+    let exe = std::env::current_exe().expect("own path");
+    println!("CPU time used in the idle second after a burst of {BURST} tasks");
+    println!(
+        "({} threads per pool, median of {repeats} runs)\n",
+        threads()
+    );
+    println!("| pool | idle CPU (ms per second) |");
+    println!("|---|---|");
+    for peer in PEERS {
+        let mut samples: Vec<u64> = (0..repeats)
+            .map(|_| {
+                let out = Command::new(&exe)
+                    .args(["--child", peer])
+                    .output()
+                    .expect("child runs");
+                assert!(out.status.success(), "{peer} child failed");
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .expect("micros")
+            })
+            .collect();
+        samples.sort_unstable();
+        let median = samples[samples.len() / 2];
+        println!("| {peer} | {:.2} |", median as f64 / 1000.0);
+    }
+}
