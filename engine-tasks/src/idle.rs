@@ -168,6 +168,19 @@ impl Sleep {
             .any(|mask| mask.load(Ordering::SeqCst) != 0)
     }
 
+    /// An unfenced guess whether `notify(lane)` would wake anyone: a searcher
+    /// is not active and some thread that may run `lane` is idle. It may be
+    /// stale (a thread that just went idle can be missed), so it is only
+    /// used where a missed wake-up costs parallelism but never progress: see
+    /// `Shared::notify_join`.
+    pub(crate) fn may_wake(&self, lane: Lane) -> bool {
+        // Relaxed: a hint, see above.
+        self.searching.load(Ordering::Relaxed) == 0
+            && self.idle[lane.index()..]
+                .iter()
+                .any(|mask| mask.load(Ordering::Relaxed) != 0)
+    }
+
     /// Slot `slot` is about to park; it may run lanes down to `floor`. The
     /// caller must re-check every queue it may run after this returns, then
     /// either park or call [`Sleep::unidle`].

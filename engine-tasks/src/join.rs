@@ -65,6 +65,13 @@ where
         this.latch.count_down();
     }
 
+    /// Runs the job on the owner's thread after popping it back: no other
+    /// thread can see it any more, so no latch is involved.
+    fn run_inline(self) -> thread::Result<R> {
+        let func = self.func.into_inner().expect("join task ran twice");
+        panic::catch_unwind(AssertUnwindSafe(func))
+    }
+
     fn into_result(self) -> thread::Result<R> {
         debug_assert!(self.latch.is_set());
         self.result.into_inner().expect("join task did not run")
@@ -81,27 +88,36 @@ impl Local<'_> {
     {
         let lane = self.current_lane();
         let job = StackJob::new(b);
-        // SAFETY: `job` stays on this frame until its latch is set: the loop
-        // below only ends then, and `a`'s panic is caught until after it.
+        // SAFETY: `job` stays on this frame until it has run: inline below,
+        // or by a thief, whose latch we wait for; `a`'s panic is caught
+        // until then.
         let task = unsafe { job.task_ref() };
         let b_header = task.as_ptr();
-        self.push(lane, task);
+        let queued = self.push_join(lane, task).is_ok();
         let result_a = panic::catch_unwind(AssertUnwindSafe(a));
-        while !job.latch.is_set() {
-            match self.take_back(lane) {
-                // Our own `b`, or newer work `a` left behind: run it here.
-                Some(task) => {
-                    let is_b = task.as_ptr() == b_header;
-                    self.run_task(task, lane);
-                    if is_b {
-                        break;
-                    }
+        if !queued {
+            // The join deque is full (hundreds of nested joins): no
+            // parallelism for this one, b runs here.
+            self.count_inline_run(lane);
+            return finish(result_a, job.run_inline());
+        }
+        loop {
+            if job.latch.is_set() {
+                // A thief ran b, or a wait further down the stack popped it.
+                return finish(result_a, job.into_result());
+            }
+            match self.pop_join(lane) {
+                // b itself, as in the common case: run it inline, no latch.
+                Some(task) if task.as_ptr() == b_header => {
+                    self.count_inline_run(lane);
+                    return finish(result_a, job.run_inline());
                 }
-                // A thief has `b`: help with other work until it finishes.
+                // b was stolen; this is an older join half of ours: run it
+                // while we wait, as any wait would.
+                Some(task) => self.run_task(task, lane),
                 None => self.wait_until(&job.latch, || lane),
             }
         }
-        finish(result_a, job.into_result())
     }
 }
 

@@ -42,6 +42,7 @@
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
+mod deque;
 mod idle;
 mod instrument;
 mod lane;

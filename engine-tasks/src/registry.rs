@@ -11,7 +11,8 @@
 //! sleeps in the same protocol as workers. One guest at a time; other outside
 //! threads wait without a slot (see `worker::wait_without_slot`).
 //!
-//! Each slot holds, per lane, a LIFO slot, a ring and an overflow queue.
+//! Each slot holds, per lane, a LIFO slot, a ring, an overflow queue and a
+//! deque of pending `join` halves.
 //! `advertised[lane]` has bit `i` set while slot `i` may have work of that
 //! lane, so a search for urgent work looks only at slots that have some.
 //!
@@ -30,6 +31,7 @@
 //! submissions that were already past the shutdown check, and runs whatever is
 //! still queued itself. No task is dropped unrun.
 
+use crate::deque::Deque;
 use crate::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::instrument;
 use crate::lane::Lane;
@@ -80,6 +82,8 @@ pub(crate) struct SlotLane {
     pub(crate) lifo: CachePadded<AtomicPtr<Header>>,
     pub(crate) ring: Ring,
     pub(crate) overflow: TaskQueue,
+    /// Pending second halves of this thread's `join`s.
+    pub(crate) joins: Deque,
 }
 
 /// One thread slot; see the module docs.
@@ -95,6 +99,7 @@ impl Slot {
                 lifo: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
                 ring: Ring::new(),
                 overflow: TaskQueue::new(),
+                joins: Deque::new(),
             }),
             counters: SlotCounters::default(),
         }
@@ -104,7 +109,10 @@ impl Slot {
     pub(crate) fn has_work(&self, lane: Lane) -> bool {
         let q = &self.lanes[lane.index()];
         // Relaxed: a hint; taking the task decides.
-        !q.lifo.load(Ordering::Relaxed).is_null() || !q.ring.is_empty() || !q.overflow.is_empty()
+        !q.lifo.load(Ordering::Relaxed).is_null()
+            || !q.ring.is_empty()
+            || !q.overflow.is_empty()
+            || q.joins.len() > 0
     }
 }
 
@@ -281,6 +289,18 @@ impl Shared {
                     self.sleep.give_up_token();
                 }
             }
+        }
+    }
+
+    /// `notify` for a `join` half. The thread that pushed it either pops it
+    /// back or waits for it, so the half is never stranded even if no other
+    /// thread hears of it; a wake-up only adds parallelism. That lets this
+    /// path skip `notify`'s fence when an unfenced look says nobody could be
+    /// woken (the common case in a busy fork-join: every thread is working).
+    /// rayon's push path makes the same trade.
+    pub(crate) fn notify_join(&self, lane: Lane) {
+        if self.can_spawn() || self.sleep.may_wake(lane) {
+            self.notify(lane);
         }
     }
 

@@ -27,6 +27,7 @@
 //! may be any task of those lanes in the pool, not only descendants of its
 //! target: do not wait while holding a lock that other tasks take.
 
+use crate::deque::DequeOwner;
 use crate::idle::MAX_SLOTS;
 use crate::instrument;
 use crate::lane::Lane;
@@ -70,6 +71,7 @@ pub(crate) struct Local<'a> {
     index: usize,
     slot: &'a Slot,
     rings: [RingOwner<'a>; Lane::COUNT],
+    joins: [DequeOwner<'a>; Lane::COUNT],
     rng: Cell<u64>,
     lifo_streak: Cell<u32>,
     advertised: Cell<u8>,
@@ -100,6 +102,8 @@ impl<'a> Local<'a> {
             slot,
             // SAFETY: the caller owns the slot, hence its rings.
             rings: std::array::from_fn(|i| unsafe { slot.lanes[i].ring.owner() }),
+            // SAFETY: as above, for the join deques.
+            joins: std::array::from_fn(|i| unsafe { slot.lanes[i].joins.owner() }),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ ((index as u64 + 1) << 17)),
             lifo_streak: Cell::new(0),
             advertised: Cell::new(advertised),
@@ -158,6 +162,27 @@ impl<'a> Local<'a> {
         self.slot.counters.lanes[lane.index()].spawned.bump();
         self.advertise(lane);
         self.shared.notify(lane);
+    }
+
+    /// Queues the second half of a `join` in the join deque, where thieves
+    /// can take it and the owner can pop it back cheaply. Hands the task back
+    /// if the deque is full (the caller then runs it inline).
+    pub(crate) fn push_join(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
+        self.joins[lane.index()].push(task)?;
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+        self.advertise(lane);
+        self.shared.notify_join(lane);
+        Ok(())
+    }
+
+    /// Pops this thread's newest pending join half of `lane`.
+    pub(crate) fn pop_join(&self, lane: Lane) -> Option<TaskRef> {
+        self.joins[lane.index()].pop()
+    }
+
+    /// Counts a task run inline by its owner (a join half taken back).
+    pub(crate) fn count_inline_run(&self, lane: Lane) {
+        self.slot.counters.lanes[lane.index()].executed.bump();
     }
 
     /// Queues several tasks with one wake-up: into the ring (oldest first, so
@@ -303,6 +328,9 @@ impl<'a> Local<'a> {
             self.lifo_streak.set(0);
             return Some(task);
         }
+        if let Some(task) = self.joins[lane.index()].pop() {
+            return Some(task);
+        }
         self.unadvertise(lane);
         None
     }
@@ -386,6 +414,9 @@ impl<'a> Local<'a> {
                 self.shared.notify(lane);
             }
             return Some((task, taken));
+        }
+        if let Some(task) = q.joins.steal() {
+            return Some((task, 1));
         }
         if let Some(task) = Self::take_lifo(q) {
             return Some((task, 1));
@@ -514,7 +545,9 @@ impl<'a> Local<'a> {
     /// Takes this thread's newest task of `lane`: what `join` pushed last,
     /// unless a thief got it.
     pub(crate) fn take_back(&self, lane: Lane) -> Option<TaskRef> {
-        Self::take_lifo(self.queues(lane)).or_else(|| self.rings[lane.index()].pop_newest())
+        Self::take_lifo(self.queues(lane))
+            .or_else(|| self.rings[lane.index()].pop_newest())
+            .or_else(|| self.joins[lane.index()].pop())
     }
 
     /// This thread's newest task of the most urgent lane down to `floor`
