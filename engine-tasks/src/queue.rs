@@ -24,8 +24,8 @@
 //! * The stub node lives inside the queue and is re-linked when the consumer
 //!   takes the last real node, so a node can always be detached.
 //! * `len` counts queued tasks. Producers add before linking, consumers
-//!   subtract after unlinking, so it never under-counts; it is the cheap
-//!   emptiness check callers use before taking the lock.
+//!   subtract what they unlinked when they unlock, so it never under-counts;
+//!   it is the cheap emptiness check callers use before taking the lock.
 //!
 //! The queue must not move once used: it lives inside the pool's shared,
 //! reference-counted state.
@@ -183,7 +183,11 @@ impl TaskQueue {
             ) {
                 Ok(_) => {
                     let head = if head.is_null() { self.stub() } else { head };
-                    return Some(Consumer { queue: self, head });
+                    return Some(Consumer {
+                        queue: self,
+                        head,
+                        popped: 0,
+                    });
                 }
                 Err(actual) => head = actual,
             }
@@ -195,6 +199,8 @@ impl TaskQueue {
 pub(crate) struct Consumer<'a> {
     queue: &'a TaskQueue,
     head: *mut Header,
+    /// Tasks popped under this lock; subtracted from `len` once, at unlock.
+    popped: usize,
 }
 
 impl Consumer<'_> {
@@ -242,9 +248,8 @@ impl Consumer<'_> {
         Some(self.detach(head))
     }
 
-    fn detach(&self, node: *mut Header) -> TaskRef {
-        // Relaxed: a count; pairs with nothing beyond the hint in `len`.
-        self.queue.len.fetch_sub(1, Ordering::Relaxed);
+    fn detach(&mut self, node: *mut Header) -> TaskRef {
+        self.popped += 1;
         let node = NonNull::new(node).expect("queue node is null");
         // SAFETY: the node was pushed as a TaskRef and is now unlinked; we are
         // the only holder.
@@ -254,6 +259,10 @@ impl Consumer<'_> {
 
 impl Drop for Consumer<'_> {
     fn drop(&mut self) {
+        if self.popped > 0 {
+            // Relaxed: a count; `len` may over-count until now, never under.
+            self.queue.len.fetch_sub(self.popped, Ordering::Relaxed);
+        }
         let head = if self.head == self.queue.stub() {
             ptr::null_mut()
         } else {

@@ -93,7 +93,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 pub(crate) fn submit_structured(shared: &Shared, lane: Lane, task: TaskRef) {
     let task = worker::with_current(|local| match local {
         Some(local) if std::ptr::eq(local.shared, shared) => {
-            local.push(lane, task);
+            // The owner-drained deque, like a join half: the waiter runs the
+            // task if nobody else does, so it may skip the wake-up fence.
+            if let Err(task) = local.push_join(lane, task) {
+                local.push(lane, task);
+            }
             None
         }
         _ => Some(task),

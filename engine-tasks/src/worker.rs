@@ -164,9 +164,11 @@ impl<'a> Local<'a> {
         self.shared.notify(lane);
     }
 
-    /// Queues the second half of a `join` in the join deque, where thieves
-    /// can take it and the owner can pop it back cheaply. Hands the task back
-    /// if the deque is full (the caller then runs it inline).
+    /// Queues the second half of a `join` (or a scope task) in the join
+    /// deque, where thieves can take it and the owner can pop it back
+    /// cheaply. The submitter waits for it, and this thread drains its own
+    /// deque before it parks, so the wake-up may be a hint (see
+    /// `Shared::notify_join`). Hands the task back if the deque is full.
     pub(crate) fn push_join(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
         self.joins[lane.index()].push(task)?;
         self.slot.counters.lanes[lane.index()].spawned.bump();
@@ -592,7 +594,15 @@ pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -
         struct ReleaseGuest<'a>(&'a Shared);
         impl Drop for ReleaseGuest<'_> {
             fn drop(&mut self) {
-                self.0.release_guest();
+                let shared = self.0;
+                shared.release_guest();
+                // Work left in the guest's queues (tasks it spawned, or scope
+                // tasks of another scope that a task it ran pushed) has no
+                // owner to drain it now: make sure a thread hears of it.
+                let slot = &shared.slots[shared.guest_index()];
+                if let Some(&lane) = Lane::ALL.iter().find(|&&lane| slot.has_work(lane)) {
+                    shared.notify(lane);
+                }
             }
         }
         let _release = ReleaseGuest(shared);
