@@ -321,4 +321,40 @@ mod loom_models {
             }
         });
     }
+
+    /// Two workers, two pushers on their own threads (so the pushes race
+    /// each other as well as the workers), explored with at most two
+    /// preemptions. At three, loom reports a deadlock in which the second
+    /// worker, woken by the first worker's hand-off notify, misses the second
+    /// push. By the C++ fence rules that cannot happen: the waker's fence
+    /// follows the pusher's fence in the SC order (the pusher read the token
+    /// before the waker released it), and the woken worker's next re-check
+    /// fence follows the waker's fence by happens-before (unpark then park),
+    /// so that re-check must see the push. Loom treats SeqCst accesses as
+    /// AcqRel and does not claim to model every SC-fence rule. This is
+    /// recorded as open rather than waved away.
+    #[test]
+    fn no_lost_wakeup_two_workers_two_pushers() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let work = Arc::new(AtomicUsize::new(0));
+            let workers: Vec<_> = (0..2)
+                .map(|slot| {
+                    let (sleep, work) = (sleep.clone(), work.clone());
+                    thread::spawn(move || worker(&sleep, &work, slot, false, 1))
+                })
+                .collect();
+            let pusher = {
+                let (sleep, work) = (sleep.clone(), work.clone());
+                thread::spawn(move || push(&sleep, &work))
+            };
+            push(&sleep, &work);
+            pusher.join().unwrap();
+            for w in workers {
+                w.join().unwrap();
+            }
+        });
+    }
 }
