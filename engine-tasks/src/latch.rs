@@ -5,18 +5,23 @@
 //!
 //! # States
 //!
-//! `state = pending << 1 | WAITER`. The waiter writes its [`Waiter`] into the
-//! cell once, then sets `WAITER` with a release RMW; from then on the cell is
-//! read-only. The last `count_down` copies the waiter out *before* its CAS
-//! makes the count zero, because after that CAS the latch's owner may return
-//! and free the memory the latch lives in (a stack frame in `join`).
+//! `pending` counts what is outstanding; every completion is one
+//! `fetch_sub`, so tasks finishing on several threads contend on a single
+//! read-modify-write each. The one that brings it to zero then moves `state`
+//! to `SET` with a CAS. `state` is `EMPTY`, `WAITER` (the waiter wrote its
+//! [`Waiter`] into the cell, then published it with a CAS), or `SET`. The
+//! setter copies the waiter out *before* its CAS makes the latch observably
+//! set, because after that CAS the owner may return and free the memory the
+//! latch lives in (a stack frame in `join` or `scope`). Waiters look at
+//! `state`, never at `pending`, so a count of zero alone frees nothing.
 
-use crate::loom::atomic::{AtomicUsize, Ordering};
+use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};
 use crate::park::Parker;
 
-const WAITER: usize = 1;
-const ONE: usize = 2;
+const EMPTY: u8 = 0;
+const WAITER: u8 = 1;
+const SET: u8 = 2;
 
 /// Who to wake when a latch reaches zero.
 pub(crate) enum Waiter {
@@ -47,13 +52,14 @@ impl Waiter {
 
 /// See the module docs.
 pub(crate) struct Latch {
-    state: AtomicUsize,
+    pending: AtomicUsize,
+    state: AtomicU8,
     waiter: UnsafeCell<Option<Waiter>>,
 }
 
 // SAFETY: the waiter cell is written once by the single waiter before it
-// publishes WAITER with release, and only read after an acquire that saw
-// WAITER; everything else is atomic.
+// publishes WAITER with a release CAS, and only read after an acquire that
+// saw WAITER; everything else is atomic.
 unsafe impl Sync for Latch {}
 // SAFETY: as above; `Waiter::Slot` points into the pool, valid on any thread.
 unsafe impl Send for Latch {}
@@ -61,17 +67,18 @@ unsafe impl Send for Latch {}
 impl Latch {
     pub(crate) fn new(count: usize) -> Self {
         Latch {
-            state: AtomicUsize::new(count * ONE),
+            pending: AtomicUsize::new(count),
+            state: AtomicU8::new(EMPTY),
             waiter: UnsafeCell::new(None),
         }
     }
 
-    /// `true` once the count is zero. Acquire: everything the setters did
-    /// before counting down is visible to the caller.
+    /// `true` once the count reached zero. Acquire: everything the setters
+    /// did before counting down is visible to the caller.
     #[inline]
     pub(crate) fn is_set(&self) -> bool {
-        // Acquire: pairs with the AcqRel CAS in `count_down`.
-        self.state.load(Ordering::Acquire) < ONE
+        // Acquire: pairs with the AcqRel CAS in `set`.
+        self.state.load(Ordering::Acquire) == SET
     }
 
     /// Adds one pending count; only while the count is non-zero (the scope
@@ -79,17 +86,34 @@ impl Latch {
     pub(crate) fn increment(&self) {
         // Relaxed: the caller already holds a count, so the latch cannot
         // reach zero concurrently; the task is published by its queue.
-        self.state.fetch_add(ONE, Ordering::Relaxed);
+        self.pending.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one completion. After this returns `self` may be dangling.
+    #[inline]
     pub(crate) fn count_down(&self) {
-        // Acquire: pairs with the AcqRel fetch_or in `register`, so the waiter
+        // A count of 1 is ours alone: no one else can count down, and only a
+        // holder of a count may add one. Then skip the decrement (the common
+        // case: spawned tasks and join halves have a count of 1).
+        // Acquire: pairs with the AcqRel decrements of earlier holders.
+        if self.pending.load(Ordering::Acquire) == 1 {
+            self.set();
+            return;
+        }
+        // AcqRel: release publishes this task's effects; the last one
+        // acquires everyone's before it sets the latch.
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.set();
+        }
+    }
+
+    fn set(&self) {
+        // Acquire: pairs with the AcqRel CAS in `register`, so the waiter
         // cell's contents are visible if WAITER is set.
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            debug_assert!(state >= ONE, "latch counted below zero");
-            let waiter = if state & WAITER != 0 && state < 2 * ONE {
+            debug_assert_ne!(state, SET, "latch set twice");
+            let waiter = if state == WAITER {
                 // SAFETY: WAITER is set, so the cell is initialised and no
                 // longer written (module docs).
                 self.waiter
@@ -97,14 +121,12 @@ impl Latch {
             } else {
                 None
             };
-            // AcqRel: release publishes the task's result to whoever sees
-            // the count reach zero; acquire orders our waiter read.
-            match self.state.compare_exchange_weak(
-                state,
-                state - ONE,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            // AcqRel: release publishes the results to whoever sees SET;
+            // acquire pairs with `register` if it races us.
+            match self
+                .state
+                .compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
                     if let Some(waiter) = waiter {
                         waiter.wake();
@@ -122,10 +144,11 @@ impl Latch {
         // SAFETY: only the single waiter writes the cell, once, before WAITER
         // is published; no reader looks at it until then.
         self.waiter.with_mut(|w| unsafe { *w = Some(waiter) });
-        // AcqRel: release publishes the cell to `count_down`; acquire pairs
-        // with its CAS when the latch is already set.
-        let prev = self.state.fetch_or(WAITER, Ordering::AcqRel);
-        prev >= ONE
+        // AcqRel: release publishes the cell to `set`; acquire pairs with
+        // `set` when the latch is already set.
+        self.state
+            .compare_exchange(EMPTY, WAITER, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 }
 
