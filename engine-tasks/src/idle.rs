@@ -106,9 +106,10 @@ impl Sleep {
     }
 
     fn wake_with_token(&self, lane: Lane) -> Notify {
-        // Prefer the thread restricted to exactly this lane (a thread already
-        // waiting on work of that urgency), then broader ones.
-        for &class in &Lane::ALL[lane.index()..] {
+        // Prefer threads that may run every lane: a thread restricted to
+        // urgent lanes that finds the work already taken cannot pass the
+        // search on to less urgent work as well.
+        for &class in Lane::ALL[lane.index()..].iter().rev() {
             if let Some(slot) = self.claim(class) {
                 self.parkers[slot].unpark();
                 return Notify::Woke(slot);
@@ -142,22 +143,16 @@ impl Sleep {
         // While we held the token, other pushers were turned away; a thread
         // may have gone idle since our claim failed. Look again, broadest
         // class first so the thread we wake can run whatever was pushed.
-        if self.any_idle() {
-            for class in Lane::ALL.iter().rev() {
-                // Relaxed/SeqCst as in `notify`.
-                if self.idle[class.index()].load(Ordering::SeqCst) != 0 {
-                    if let Notify::NeedThread = self.notify(*class, false) {
-                        // The thread we saw was claimed by someone else.
-                        self.give_up_token();
-                    }
-                    return;
+        for class in Lane::ALL.iter().rev() {
+            // SeqCst: as in `claim`.
+            if self.idle[class.index()].load(Ordering::SeqCst) != 0 {
+                if let Notify::NeedThread = self.notify(*class, false) {
+                    // The thread we saw was claimed by someone else.
+                    self.give_up_token();
                 }
+                return;
             }
         }
-    }
-
-    fn any_idle(&self) -> bool {
-        self.idle_eligible(Lane::FrameCritical)
     }
 
     /// Whether a thread that may run `lane` is idle.

@@ -1,17 +1,18 @@
 //! Fork-join: `join(a, b)` and `parallel_for`.
 //!
 //! `join` puts `b` in a task that lives on the caller's stack (no
-//! allocation), pushes it into the caller's LIFO slot where idle threads can
-//! steal it, runs `a`, then takes `b` back and runs it inline unless a thief
-//! got it first, in which case it waits for `b` (block-on-complete). The stack
-//! frame outlives the task because `join` does not return, or unwind, before
-//! `b`'s latch is set.
+//! allocation), pushes it onto the thread's join deque (`deque.rs`) where
+//! idle threads can steal it, runs `a`, then pops `b` back and runs it inline
+//! unless a thief got it first, in which case it waits for `b`
+//! (block-on-complete). The stack frame outlives the task because `join`
+//! does not return before `b` has run, and aborts rather than unwind while
+//! `b` may still be queued (`a`'s own panic is caught and re-raised later).
 
 use crate::lane::Lane;
 use crate::latch::Latch;
 use crate::registry::Shared;
 use crate::task::{Header, TaskRef};
-use crate::worker::{self, Local};
+use crate::worker::{self, AbortOnUnwind, Local};
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
@@ -101,23 +102,28 @@ impl Local<'_> {
             self.count_inline_run(lane);
             return finish(result_a, job.run_inline());
         }
-        loop {
+        // From here until b has run, `job` may be in a queue: unwinding out
+        // of this frame would free it under a thief.
+        let guard = AbortOnUnwind("while a join half was queued");
+        let result_b = loop {
             if job.latch.is_set() {
                 // A thief ran b, or a wait further down the stack popped it.
-                return finish(result_a, job.into_result());
+                break job.into_result();
             }
             match self.pop_join(lane) {
                 // b itself, as in the common case: run it inline, no latch.
                 Some(task) if task.as_ptr() == b_header => {
                     self.count_inline_run(lane);
-                    return finish(result_a, job.run_inline());
+                    break job.run_inline();
                 }
-                // b was stolen; this is an older join half of ours: run it
-                // while we wait, as any wait would.
+                // b was stolen and this is other work pushed on this thread
+                // (an older join half, or a scope task): run it meanwhile.
                 Some(task) => self.run_task(task, lane),
                 None => self.wait_until(&job.latch, || lane),
             }
-        }
+        };
+        drop(guard);
+        finish(result_a, result_b)
     }
 }
 
@@ -144,8 +150,10 @@ where
             // SAFETY: as in `Local::join`: we wait for the latch below
             // before `job` goes out of scope, even if `a` panics.
             shared.inject_structured(lane, unsafe { job.task_ref() });
+            let guard = AbortOnUnwind("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
             worker::wait_without_slot(shared, &job.latch, || lane);
+            drop(guard);
             finish(result_a, job.into_result())
         }
     })

@@ -25,8 +25,10 @@ const SET: u8 = 2;
 
 /// Who to wake when a latch reaches zero.
 pub(crate) enum Waiter {
-    /// A pool slot's parker; the pool outlives every task that can set the
-    /// latch, so the pointer stays valid.
+    /// A pool slot's parker. Only used by a thread waiting in the same pool
+    /// as the task it waits for (`join`, `scope`, and `JoinHandle::join`,
+    /// which holds a reference to its task's pool), so the pool, and the
+    /// parker, outlive the task that sets the latch.
     Slot(*const Parker),
     /// A thread outside the pool.
     Thread(thread::Thread),

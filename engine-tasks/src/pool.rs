@@ -7,7 +7,7 @@ use crate::lane::Lane;
 use crate::queue::TaskList;
 use crate::registry::{self, Config, Shared, SpawnFn, ThreadSpec, MAX_THREADS};
 use crate::scope::{self, Scope};
-use crate::spawn::{JoinHandle, SpawnCell};
+use crate::spawn::{Body, JoinHandle, SpawnCell, WithToken};
 use crate::stats::PoolStats;
 use crate::worker;
 use std::fmt;
@@ -316,12 +316,15 @@ impl PoolHandle {
         F: FnOnce(&CancellationToken) -> T + Send + 'static,
         T: Send + 'static,
     {
-        if self.shared.is_shutdown() {
-            return Err(SpawnError { task: f });
-        }
-        let inner = token.clone();
-        self.spawn_cell(lane, Some(token.clone()), move || f(&inner))
-            .map_err(|_| unreachable!("shutdown was checked; only `inject` can refuse"))
+        self.spawn_cell(
+            lane,
+            Some(token.clone()),
+            WithToken {
+                f,
+                token: token.clone(),
+            },
+        )
+        .map_err(|err| SpawnError { task: err.task.f })
     }
 
     fn spawn_cell<F, T>(
@@ -331,7 +334,7 @@ impl PoolHandle {
         f: F,
     ) -> Result<JoinHandle<T>, SpawnError<F>>
     where
-        F: FnOnce() -> T + Send + 'static,
+        F: Body<T> + 'static,
         T: Send + 'static,
     {
         let shared = &self.shared;
@@ -348,9 +351,9 @@ impl PoolHandle {
             _ => Some(task),
         });
         match outside {
-            None => Ok(JoinHandle::new(cell, None)),
+            None => Ok(JoinHandle::new(cell, shared.clone())),
             Some(task) => match shared.inject(lane, task) {
-                Ok(()) => Ok(JoinHandle::new(cell, Some(shared.clone()))),
+                Ok(()) => Ok(JoinHandle::new(cell, shared.clone())),
                 Err(task) => Err(SpawnError {
                     task: SpawnCell::reclaim(cell, task),
                 }),
@@ -391,7 +394,7 @@ impl PoolHandle {
         if inside {
             return Ok(cells
                 .into_iter()
-                .map(|c| JoinHandle::new(c, None))
+                .map(|c| JoinHandle::new(c, shared.clone()))
                 .collect());
         }
         let mut list = TaskList::new();
@@ -401,7 +404,7 @@ impl PoolHandle {
         match shared.inject_list(lane, list) {
             Ok(()) => Ok(cells
                 .into_iter()
-                .map(|c| JoinHandle::new(c, Some(shared.clone())))
+                .map(|c| JoinHandle::new(c, shared.clone()))
                 .collect()),
             Err(list) => Err(SpawnError {
                 task: cells

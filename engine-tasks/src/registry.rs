@@ -42,6 +42,7 @@ use crate::task::{Header, TaskRef};
 use crate::worker;
 use crossbeam_utils::CachePadded;
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -230,25 +231,20 @@ impl Shared {
     /// Queues a task submitted by a thread without a slot of this pool.
     /// Fails (returning the task) once shutdown has begun.
     pub(crate) fn inject(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
-        // SeqCst, with the SeqCst shutdown store and load: either `shutdown`
-        // sees our count and waits for the push, or we see the shutdown.
-        self.submitting.fetch_add(1, Ordering::SeqCst);
-        if self.shutdown.load(Ordering::SeqCst) {
-            self.submitting.fetch_sub(1, Ordering::SeqCst);
-            return Err(task);
-        }
-        self.injector[lane.index()].push(task);
-        self.external.lanes[lane.index()].spawned.add_shared(1);
-        // SeqCst: see above; the push happens before `shutdown` stops waiting.
-        self.submitting.fetch_sub(1, Ordering::SeqCst);
-        self.notify(lane);
-        Ok(())
+        let mut list = TaskList::new();
+        list.push_back(task);
+        self.inject_list(lane, list).map_err(|list| {
+            list.into_tasks()
+                .next()
+                .expect("the refused list holds the task")
+        })
     }
 
     /// Queues a list of tasks submitted from outside with one push and one
     /// wake-up. Fails (returning the list) once shutdown has begun.
     pub(crate) fn inject_list(&self, lane: Lane, list: TaskList) -> Result<(), TaskList> {
-        // SeqCst: as in `inject`.
+        // SeqCst, with the SeqCst shutdown store and load: either `shutdown`
+        // sees our count and waits for the push, or we see the shutdown.
         self.submitting.fetch_add(1, Ordering::SeqCst);
         if self.shutdown.load(Ordering::SeqCst) {
             self.submitting.fetch_sub(1, Ordering::SeqCst);
@@ -257,7 +253,7 @@ impl Shared {
         let count = list.len() as u64;
         self.injector[lane.index()].push_list(list);
         self.external.lanes[lane.index()].spawned.add_shared(count);
-        // SeqCst: as in `inject`.
+        // SeqCst: see above; the push happens before `shutdown` stops waiting.
         self.submitting.fetch_sub(1, Ordering::SeqCst);
         self.notify(lane);
         Ok(())
@@ -323,7 +319,13 @@ impl Shared {
             name: format!("{}-{index}", self.config.name_prefix),
             stack_size: self.config.stack_size,
         };
-        match (self.config.spawn)(spec, Box::new(move || worker::run_worker(shared, index))) {
+        // A panicking spawn function counts as a failed spawn.
+        let spawn = AssertUnwindSafe(|| {
+            (self.config.spawn)(spec, Box::new(move || worker::run_worker(shared, index)))
+        });
+        match std::panic::catch_unwind(spawn)
+            .unwrap_or_else(|_| Err(io::Error::other("the thread spawn function panicked")))
+        {
             Ok(handle) => {
                 threads.push(handle);
                 // Relaxed: read as a hint by `can_spawn`; the lock orders it.
@@ -341,7 +343,7 @@ impl Shared {
 
     /// Begins shutdown and joins every worker; see the module docs.
     pub(crate) fn shutdown_and_join(&self) {
-        // SeqCst: pairs with `inject` (see there).
+        // SeqCst: pairs with `inject_list` (see there).
         self.shutdown.store(true, Ordering::SeqCst);
         let handles = {
             let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
@@ -355,7 +357,7 @@ impl Shared {
             // custom spawn function's thread did, there is nothing to resume.
             let _ = handle.join();
         }
-        // SeqCst: pairs with `inject`.
+        // SeqCst: pairs with `inject_list`.
         while self.submitting.load(Ordering::SeqCst) != 0 {
             std::thread::yield_now();
         }
@@ -383,6 +385,7 @@ impl Shared {
                     // Relaxed: a hint.
                     q.ring.len()
                         + q.overflow.len()
+                        + q.joins.len()
                         + usize::from(!q.lifo.load(Ordering::Relaxed).is_null())
                 })
                 .sum::<usize>()

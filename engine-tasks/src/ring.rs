@@ -22,7 +22,7 @@
 //! Indices are `u16` and wrap; a ring holds `tail - real` tasks, and the slots
 //! in `[steal, tail)` are in use, at most [`CAPACITY`].
 //!
-//! A steal is two-phase, as in Tokio's run queue (itself after the Go
+//! A steal takes three steps, as in Tokio's run queue (itself after the Go
 //! runtime's `runqsteal`): (1) reserve half the tasks by moving `real` forward
 //! with a CAS, leaving `steal` behind; (2) copy the reserved slots; (3) release
 //! by moving `steal` up to `real`. While a steal is in progress no other steal
@@ -184,8 +184,9 @@ impl Ring {
     /// Steals about half of this ring's tasks into `dest`, whose owner must be
     /// the caller. Returns one stolen task to run now (the rest are in `dest`)
     /// and how many were taken. `None` if there was nothing to steal, or
-    /// another steal from this ring is in progress (a spurious empty, which
-    /// callers tolerate: they look again before they sleep).
+    /// another steal from this ring is in progress. That empty answer can be
+    /// spurious, which the pool tolerates: the ring's owner is running and
+    /// takes its own tasks, and a thief that took more than one notifies.
     pub(crate) fn steal_into(&self, dest: &RingOwner<'_>) -> Option<(TaskRef, u32)> {
         let dest_ring = dest.ring;
         let dest_now = dest_ring.load();

@@ -9,7 +9,7 @@ use crate::lane::Lane;
 use crate::latch::Latch;
 use crate::registry::Shared;
 use crate::task::{Header, TaskRef};
-use crate::worker;
+use crate::worker::{self, AbortOnUnwind};
 use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
@@ -129,20 +129,18 @@ where
         // so the floor is re-read on every round. Relaxed: a lane raised
         // concurrently is also visible through the queue holding its task.
         let floor = || Lane::ALL[usize::from(scope.lowest_lane.load(Ordering::Relaxed))];
+        // Tasks borrowing `scope` may still be queued: no unwinding until
+        // they have all run.
+        let guard = AbortOnUnwind("while scope tasks were queued");
         match local {
             Some(local) => local.wait_until(&scope.latch, floor),
             None => worker::wait_without_slot(shared, &scope.latch, floor),
         }
-        if let Err(payload) = result {
-            panic::resume_unwind(payload);
-        }
+        drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(payload) = task_panic {
-            panic::resume_unwind(payload);
-        }
-        match result {
-            Ok(value) => value,
-            Err(_) => unreachable!(),
+        match (result, task_panic) {
+            (Err(payload), _) | (Ok(_), Some(payload)) => panic::resume_unwind(payload),
+            (Ok(value), None) => value,
         }
     })
 }

@@ -20,6 +20,37 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+/// What a spawned task runs: a plain closure, or a [`WithToken`] closure
+/// that receives its cancellation token. Keeping the user's closure as the
+/// cell's payload lets a refused spawn hand it back unchanged.
+pub(crate) trait Body<T>: Send {
+    fn call(self) -> T;
+}
+
+impl<F, T> Body<T> for F
+where
+    F: FnOnce() -> T + Send,
+{
+    fn call(self) -> T {
+        self()
+    }
+}
+
+/// A closure spawned with `spawn_cancellable`, and its token.
+pub(crate) struct WithToken<F> {
+    pub(crate) f: F,
+    pub(crate) token: CancellationToken,
+}
+
+impl<F, T> Body<T> for WithToken<F>
+where
+    F: FnOnce(&CancellationToken) -> T + Send,
+{
+    fn call(self) -> T {
+        (self.f)(&self.token)
+    }
+}
+
 enum Stage<F, T> {
     Pending(F),
     Done(Result<T, JoinError>),
@@ -52,7 +83,7 @@ trait Outcome<T>: Send + Sync {
 
 impl<F, T> SpawnCell<F, T>
 where
-    F: FnOnce() -> T + Send,
+    F: Body<T>,
     T: Send,
 {
     pub(crate) fn new(lane: Lane, token: Option<CancellationToken>, f: F) -> Arc<Self> {
@@ -96,20 +127,26 @@ where
             unreachable!("a spawned task ran twice");
         };
         let result = if this.token.as_ref().is_some_and(|t| t.is_cancelled()) {
-            drop(f);
+            // A panicking destructor of the unrun closure has nowhere to go;
+            // it must not unwind into the scheduler.
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
             Err(JoinError::Cancelled)
         } else {
-            panic::catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked)
+            panic::catch_unwind(AssertUnwindSafe(|| f.call())).map_err(JoinError::Panicked)
         };
         // SAFETY: as above; the handle reads only after the latch.
         unsafe { *this.stage.get() = Stage::Done(result) };
         this.latch.count_down();
+        // If the handle is gone this drops the result; a panicking
+        // destructor of a detached task's result is swallowed rather than
+        // unwinding into the scheduler.
+        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(this)));
     }
 }
 
 impl<F, T> Outcome<T> for SpawnCell<F, T>
 where
-    F: FnOnce() -> T + Send,
+    F: Body<T>,
     T: Send,
 {
     fn latch(&self) -> &Latch {
@@ -137,13 +174,16 @@ where
 #[must_use = "dropping a JoinHandle detaches the task; call join() to wait for it"]
 pub struct JoinHandle<T> {
     cell: Arc<dyn Outcome<T>>,
-    pool: Option<Arc<Shared>>,
+    /// The pool the task runs in. `join` helps in this pool and registers
+    /// its waiter with this pool's parkers, and the reference keeps them
+    /// alive for as long as the handle can wait.
+    pool: Arc<Shared>,
 }
 
 impl<T: Send + 'static> JoinHandle<T> {
-    pub(crate) fn new<F>(cell: Arc<SpawnCell<F, T>>, pool: Option<Arc<Shared>>) -> Self
+    pub(crate) fn new<F>(cell: Arc<SpawnCell<F, T>>, pool: Arc<Shared>) -> Self
     where
-        F: FnOnce() -> T + Send + 'static,
+        F: Body<T> + 'static,
     {
         JoinHandle { cell, pool }
     }
@@ -162,28 +202,21 @@ impl<T> JoinHandle<T> {
 
     /// Waits for the task and returns its result, or the panic it raised.
     ///
-    /// While it waits, the calling thread runs queued tasks of the pool that
-    /// are **at least as urgent** as this task's lane, most urgent first, and
-    /// sleeps (no CPU) only when there are none. These may be unrelated tasks,
-    /// so do not join while holding a lock that other tasks take. A thread
-    /// outside the pool joins as the pool's guest (one at a time); a second
-    /// outside thread runs what it can reach without a slot.
+    /// While it waits, the calling thread runs queued tasks of the task's
+    /// pool that are **at least as urgent** as this task's lane, most urgent
+    /// first, and sleeps (no CPU) only when there are none. These may be
+    /// unrelated tasks, so do not join while holding a lock that other tasks
+    /// take. A thread outside the pool joins as the pool's guest (one at a
+    /// time); a second outside thread sleeps until the task is done, unless
+    /// the pool has no threads or is shutting down, when it runs what it can.
     pub fn join(self) -> Result<T, JoinError> {
         let latch = self.cell.latch();
         if !latch.is_set() {
             let floor = self.cell.lane();
-            match &self.pool {
-                Some(shared) => worker::with_slot(shared, |local| match local {
-                    Some(local) => local.wait_until(latch, || floor),
-                    None => worker::wait_without_slot(shared, latch, || floor),
-                }),
-                // Spawned from inside the pool: help if we are still inside
-                // it, otherwise the pool's own threads will run the task.
-                None => worker::with_current(|local| match local {
-                    Some(local) => local.wait_until(latch, || floor),
-                    None => worker::wait_parked(latch),
-                }),
-            }
+            worker::with_slot(&self.pool, |local| match local {
+                Some(local) => local.wait_until(latch, || floor),
+                None => worker::wait_without_slot(&self.pool, latch, || floor),
+            });
         }
         // SAFETY: the latch is set (the waits return only then), and `self`
         // is consumed, so this is the only take.

@@ -7,11 +7,13 @@
 //! least urgent lane the caller may run, and in each lane looks at:
 //!
 //! 1. its own LIFO slot (skipped after [`LIFO_STREAK_CAP`] LIFO runs in a row,
-//!    so the ring is not starved), its own ring, its own overflow queue;
+//!    so the ring is not starved), its own ring, its own overflow queue, its
+//!    own join deque (`join` halves and scope tasks, newest first);
 //! 2. the injector (fetching a fair share of up to [`INJECTOR_BATCH`] tasks
 //!    into its ring);
 //! 3. peers that advertise work in that lane, in random order: steal half of
-//!    the ring, else the LIFO slot, else a batch from the overflow queue.
+//!    the ring, else the oldest join-deque task, else the LIFO slot, else a
+//!    batch from the overflow queue.
 //!
 //! So a thread never starts a lower-lane task while it can see a higher-lane
 //! one. Background work additionally needs one of the pool's
@@ -277,6 +279,19 @@ impl<'a> Local<'a> {
         }
     }
 
+    /// The most urgent lane less urgent than `floor` with queued work
+    /// anywhere in the pool (a thorough look, for the parking path).
+    fn visible_lane_below(&self, floor: Lane) -> Option<Lane> {
+        let shared = self.shared;
+        Lane::ALL[floor.index() + 1..]
+            .iter()
+            .copied()
+            .find(|&lane| {
+                !shared.injector[lane.index()].is_empty()
+                    || shared.slots.iter().any(|slot| slot.has_work(lane))
+            })
+    }
+
     fn background_visible(&self, thorough: bool) -> bool {
         let lane = Lane::Background;
         let shared = self.shared;
@@ -339,6 +354,17 @@ impl<'a> Local<'a> {
 
     /// Takes one task from `queue` and moves up to `limit` more into our ring.
     fn refill(&self, queue: &TaskQueue, lane: Lane, limit: usize) -> Option<TaskRef> {
+        self.refill_counted(queue, lane, limit)
+            .map(|(task, _)| task)
+    }
+
+    /// [`Local::refill`], also returning how many tasks moved to the ring.
+    fn refill_counted(
+        &self,
+        queue: &TaskQueue,
+        lane: Lane,
+        limit: usize,
+    ) -> Option<(TaskRef, usize)> {
         let mut consumer = queue.try_lock()?;
         let first = consumer.pop()?;
         let mut moved = 0;
@@ -355,7 +381,7 @@ impl<'a> Local<'a> {
             // Leave nothing behind without a wake-up (see queue.rs).
             self.shared.notify(lane);
         }
-        Some(first)
+        Some((first, moved))
     }
 
     fn pop_injector(&self, lane: Lane) -> Option<TaskRef> {
@@ -423,10 +449,7 @@ impl<'a> Local<'a> {
         if let Some(task) = Self::take_lifo(q) {
             return Some((task, 1));
         }
-        let own = &self.slot.lanes[lane.index()].ring;
-        let before = own.len();
-        let task = self.refill(&q.overflow, lane, CAPACITY / 2)?;
-        let moved = own.len().saturating_sub(before);
+        let (task, moved) = self.refill_counted(&q.overflow, lane, CAPACITY / 2)?;
         Some((task, moved as u32 + 1))
     }
 
@@ -465,7 +488,7 @@ impl<'a> Local<'a> {
 
     /// Nothing to run: spin briefly, announce idle, look once more, park.
     fn idle(&self, floor: Lane, stop: impl Fn() -> bool) -> Idle {
-        // A short bounded spin (at most 127 pause instructions in all) so that
+        // A short bounded spin (at most 63 pause instructions in all) so that
         // a task pushed a moment later is taken without a sleep/wake round
         // trip; never yields or spins beyond this.
         let backoff = Backoff::new();
@@ -479,7 +502,8 @@ impl<'a> Local<'a> {
             }
         }
         let sleep = &self.shared.sleep;
-        sleep.prepare_park(self.index, floor, self.searching.replace(false));
+        let was_searching = self.searching.replace(false);
+        sleep.prepare_park(self.index, floor, was_searching);
         if let Some(found) = self.find_task(floor, true) {
             if sleep.unidle(self.index, floor) {
                 self.searching.set(true);
@@ -492,6 +516,14 @@ impl<'a> Local<'a> {
         if stop() {
             self.searching.set(sleep.unidle(self.index, floor));
             return Idle::Stopped;
+        }
+        if was_searching {
+            // We were woken to search but may only run urgent lanes; if less
+            // urgent work is waiting, pass the search to a thread that can
+            // run it, since whoever pushed it may have been turned away.
+            if let Some(lane) = self.visible_lane_below(floor) {
+                self.shared.notify(lane);
+            }
         }
         self.slot.counters.parks.bump();
         {
@@ -625,8 +657,9 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
 /// the guest slot). With worker threads running it only sleeps until the
 /// latch is set: without queues of its own it could only pick up the oldest
 /// injected tasks, each of which may wait in turn, nesting without bound.
-/// With no worker thread at all it must help, or nothing would run: then it
-/// runs injector tasks and LIFO slots it can reach.
+/// With no worker thread at all, or once shutdown has begun (the workers may
+/// be gone), it must help or nothing would run: then it runs injector tasks
+/// and LIFO slots it can reach.
 pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn() -> Lane) {
     if latch.is_set() {
         return;
@@ -634,7 +667,8 @@ pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn()
     let _span = instrument::wait();
     let mut registered = false;
     while !latch.is_set() {
-        if shared.threads_started() == 0 && run_one_unowned(shared, floor()) {
+        let must_help = shared.threads_started() == 0 || shared.is_shutdown();
+        if must_help && run_one_unowned(shared, floor()) {
             continue;
         }
         if !registered {
@@ -648,27 +682,22 @@ pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn()
     }
 }
 
-/// Waits for `latch` without running anything (the thread is in no pool
-/// that could run the task it waits for).
-pub(crate) fn wait_parked(latch: &Latch) {
-    if latch.is_set() || !latch.register(Waiter::Thread(std::thread::current())) {
-        return;
-    }
-    let _span = instrument::wait();
-    while !latch.is_set() {
-        std::thread::park();
-    }
-}
-
 fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
     for &lane in floor.and_above() {
         let background = lane == Lane::Background;
         if background && !shared.try_acquire_background() {
             continue;
         }
-        let task = shared.injector[lane.index()]
+        let injector = &shared.injector[lane.index()];
+        let task = injector
             .try_lock()
             .and_then(|mut consumer| consumer.pop())
+            .inspect(|_| {
+                // Leave nothing behind without a wake-up (see queue.rs).
+                if !injector.is_empty() {
+                    shared.notify(lane);
+                }
+            })
             .or_else(|| {
                 shared
                     .slots
@@ -693,14 +722,17 @@ fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
     false
 }
 
-/// Aborts the process if a worker's scheduling code panics (task panics are
-/// caught inside the task and never reach here).
-struct AbortOnUnwind;
+/// Aborts the process if it is dropped during a panic. Guards code in which
+/// unwinding would be unsound or would lose tasks: a worker's loop, and the
+/// span in which a `join` half or scope task on the caller's stack may still
+/// be queued. User closures run inside `catch_unwind`, so only a panic from
+/// the scheduler itself (or a user destructor it cannot report) gets here.
+pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
 
 impl Drop for AbortOnUnwind {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("engine-tasks: a worker thread panicked inside the scheduler; aborting");
+            eprintln!("engine-tasks: panic {}; aborting", self.0);
             std::process::abort();
         }
     }
@@ -709,7 +741,7 @@ impl Drop for AbortOnUnwind {
 /// Body of worker thread `index`; it starts as the searcher (the notifier
 /// that spawned it handed over its token).
 pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
-    let _abort = AbortOnUnwind;
+    let _abort = AbortOnUnwind("inside a worker thread's scheduler loop");
     // SAFETY: worker `index` is spawned once, and this thread is it.
     let local = unsafe { Local::new(&shared, index, true) };
     local.enter(|| loop {

@@ -464,3 +464,46 @@ fn spawn_batch_runs_every_task_in_order_of_handles() {
     let back: Vec<i32> = err.into_inner().into_iter().map(|f| f()).collect();
     assert_eq!(back, vec![0, 1, 2]);
 }
+
+#[test]
+fn handle_spawned_inside_a_zero_thread_pool_is_joined_from_outside() {
+    // The task sits in the guest's queues once `join` returns; joining its
+    // handle from outside must run it, not sleep forever.
+    let pool = pool(0);
+    let (handle, ()) = pool.join(|| pool.spawn(Lane::Normal, || 5).unwrap(), || ());
+    assert_eq!(handle.join().unwrap(), 5);
+}
+
+#[test]
+fn handle_from_one_pool_joined_inside_another() {
+    let p = pool(1);
+    let q = pool(1);
+    let (handle, ()) = p.join(|| p.spawn(Lane::Normal, || 7).unwrap(), || ());
+    let value = q.scope(|_| handle.join().unwrap());
+    drop(q);
+    assert_eq!(value, 7);
+}
+
+#[test]
+fn cancellable_spawn_after_shutdown_returns_the_closure() {
+    let pool = pool(1);
+    let handle = pool.handle();
+    drop(pool);
+    let token = CancellationToken::new();
+    let err = handle
+        .spawn_cancellable(Lane::Normal, &token, |_| 9)
+        .unwrap_err();
+    assert_eq!((err.into_inner())(&token), 9);
+}
+
+#[test]
+fn a_panicking_spawn_function_counts_as_a_failed_spawn() {
+    let pool = Pool::builder()
+        .threads(2)
+        .spawn_with(|_, _| panic!("no threads today"))
+        .build()
+        .unwrap();
+    let h = pool.spawn(Lane::Normal, || 1).unwrap();
+    assert_eq!(h.join().unwrap(), 1);
+    assert_eq!(pool.stats().spawn_failures, 1);
+}
