@@ -109,8 +109,8 @@ fn main() {
     let stats = pool.stats();
     let total = stats.total();
     println!(
-        "tasks: spawned {} executed {} stolen {} lifo hits {}; parks {} wake-ups {}; background results {}",
-        total.spawned, total.executed, total.stolen_tasks, total.lifo_hits, stats.parks(), stats.wakeups(),
+        "tasks: spawned {} executed {} stolen {} lifo hits {}; parks {} unparks {}; background results {}",
+        total.spawned, total.executed, total.stolen_tasks, total.lifo_hits, stats.parks(), stats.unparks(),
         background_done.load(Ordering::Relaxed)
     );
 }

@@ -2,10 +2,11 @@
 //! loops.
 //!
 //! * A [`Pool`] of worker threads with three priority [`Lane`]s. Each thread
-//!   owns, per lane, a LIFO slot, a lock-free 256-slot ring and a lock-free
-//!   overflow queue; idle threads steal half a ring at a time; threads outside
-//!   the pool submit through a lock-free injector. Scheduling allocates
-//!   nothing inside the pool: tasks are intrusive.
+//!   owns, per lane, a LIFO slot, a lock-free 256-slot ring, a lock-free
+//!   overflow queue and a Chase-Lev deque of pending `join` halves and scope
+//!   tasks; idle threads steal half a ring (or one join half) at a time;
+//!   threads outside the pool submit through a lock-free injector. Scheduling
+//!   allocates nothing inside the pool: tasks are intrusive.
 //! * At most one thread searches for work at a time after a wake-up, and
 //!   idle threads sleep on a futex with no timeout: an idle pool uses no CPU.
 //! * Threads start lazily and a failed thread spawn is survived.
@@ -35,10 +36,10 @@
 //! ```
 //!
 //! The design notes live beside the code: `ring.rs` (the ring and its
-//! steal-half), `queue.rs` (overflow and injector), `idle.rs` (the wake-up
-//! protocol and why no wake-up is lost), `worker.rs` (the search order and
-//! what a waiting thread runs), `registry.rs` (slots, lazy spawning,
-//! shutdown), `lane.rs` (lane policy).
+//! steal-half), `deque.rs` (join halves), `queue.rs` (overflow and
+//! injector), `idle.rs` (the wake-up protocol and why no wake-up is lost),
+//! `worker.rs` (the search order and what a waiting thread runs),
+//! `registry.rs` (slots, lazy spawning, shutdown), `lane.rs` (lane policy).
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 

@@ -65,7 +65,7 @@ impl LaneCounters {
 pub(crate) struct SlotCounters {
     pub(crate) lanes: [LaneCounters; Lane::COUNT],
     pub(crate) parks: Counter,
-    pub(crate) wakeups: Counter,
+    pub(crate) unparks: Counter,
 }
 
 impl SlotCounters {
@@ -73,7 +73,7 @@ impl SlotCounters {
         ThreadStats {
             lanes: std::array::from_fn(|i| self.lanes[i].snapshot()),
             parks: self.parks.get(),
-            wakeups: self.wakeups.get(),
+            unparks: self.unparks.get(),
         }
     }
 }
@@ -115,7 +115,7 @@ pub struct ThreadStats {
     /// Times the thread went to sleep.
     pub parks: u64,
     /// Times the thread woke from sleep.
-    pub wakeups: u64,
+    pub unparks: u64,
 }
 
 impl ThreadStats {
@@ -168,7 +168,7 @@ impl PoolStats {
     }
 
     /// Total wake-ups over every thread.
-    pub fn wakeups(&self) -> u64 {
-        self.threads.iter().map(|t| t.wakeups).sum()
+    pub fn unparks(&self) -> u64 {
+        self.threads.iter().map(|t| t.unparks).sum()
     }
 }

@@ -530,7 +530,7 @@ impl<'a> Local<'a> {
             let _span = instrument::park(self.index);
             sleep.park(self.index);
         }
-        self.slot.counters.wakeups.bump();
+        self.slot.counters.unparks.bump();
         self.searching.set(sleep.unidle(self.index, floor));
         Idle::Woke
     }
