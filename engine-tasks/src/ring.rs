@@ -360,6 +360,22 @@ mod loom_models {
     use crate::loom::{thread, Arc};
     use crate::test_support::{Tasks, Tracker};
 
+    /// A thread that steals once from `victim` and drains what it got.
+    fn stealer(victim: &Arc<Ring>, tracker: &Tracker) -> thread::JoinHandle<()> {
+        let (victim, tracker) = (victim.clone(), tracker.clone());
+        thread::spawn(move || {
+            let dest = Ring::new();
+            // SAFETY: this thread is dest's only owner.
+            let dest_owner = unsafe { dest.owner() };
+            if let Some((task, _)) = victim.steal_into(&dest_owner) {
+                tracker.take(task);
+            }
+            while let Some(task) = dest_owner.pop() {
+                tracker.take(task);
+            }
+        })
+    }
+
     /// Owner pushes and pops while a stealer steals half: every task is taken
     /// exactly once.
     #[test]
@@ -368,21 +384,7 @@ mod loom_models {
             let victim = Arc::new(Ring::new());
             let tasks = Tasks::new(4);
             let tracker = Tracker::new(4);
-            let stealer = {
-                let victim = victim.clone();
-                let tracker = tracker.clone();
-                thread::spawn(move || {
-                    let dest = Ring::new();
-                    // SAFETY: this thread is dest's only owner.
-                    let dest_owner = unsafe { dest.owner() };
-                    if let Some((task, _)) = victim.steal_into(&dest_owner) {
-                        tracker.take(task);
-                    }
-                    while let Some(task) = dest_owner.pop() {
-                        tracker.take(task);
-                    }
-                })
-            };
+            let stealer = stealer(&victim, &tracker);
             // SAFETY: the main thread is the victim's only owner.
             let owner = unsafe { victim.owner() };
             for task in tasks.refs().take(3) {
@@ -414,21 +416,7 @@ mod loom_models {
             for task in tasks.refs() {
                 assert!(owner.push(task).is_ok());
             }
-            let stealer = {
-                let victim = victim.clone();
-                let tracker = tracker.clone();
-                thread::spawn(move || {
-                    let dest = Ring::new();
-                    // SAFETY: this thread is dest's only owner.
-                    let dest_owner = unsafe { dest.owner() };
-                    if let Some((task, _)) = victim.steal_into(&dest_owner) {
-                        tracker.take(task);
-                    }
-                    while let Some(task) = dest_owner.pop() {
-                        tracker.take(task);
-                    }
-                })
-            };
+            let stealer = stealer(&victim, &tracker);
             while let Some(task) = owner.pop_newest() {
                 tracker.take(task);
             }
@@ -453,21 +441,7 @@ mod loom_models {
             for task in tasks.refs() {
                 assert!(owner.push(task).is_ok());
             }
-            let stealer = {
-                let victim = victim.clone();
-                let tracker = tracker.clone();
-                thread::spawn(move || {
-                    let dest = Ring::new();
-                    // SAFETY: this thread is dest's only owner.
-                    let dest_owner = unsafe { dest.owner() };
-                    if let Some((task, _)) = victim.steal_into(&dest_owner) {
-                        tracker.take(task);
-                    }
-                    while let Some(task) = dest_owner.pop() {
-                        tracker.take(task);
-                    }
-                })
-            };
+            let stealer = stealer(&victim, &tracker);
             for _ in 0..3 {
                 if let Some(task) = owner.pop_newest() {
                     tracker.take(task);
@@ -495,23 +469,7 @@ mod loom_models {
             for task in refs.by_ref().take(CAPACITY) {
                 assert!(owner.push(task).is_ok());
             }
-            let stealers: Vec<_> = (0..2)
-                .map(|_| {
-                    let victim = victim.clone();
-                    let tracker = tracker.clone();
-                    thread::spawn(move || {
-                        let dest = Ring::new();
-                        // SAFETY: this thread is dest's only owner.
-                        let dest_owner = unsafe { dest.owner() };
-                        if let Some((task, _)) = victim.steal_into(&dest_owner) {
-                            tracker.take(task);
-                        }
-                        while let Some(task) = dest_owner.pop() {
-                            tracker.take(task);
-                        }
-                    })
-                })
-                .collect();
+            let stealers: Vec<_> = (0..2).map(|_| stealer(&victim, &tracker)).collect();
             let extra = refs.next().unwrap();
             if let Err(Full { task }) = owner.push(extra) {
                 owner.drain_half(|t| tracker.take(t));

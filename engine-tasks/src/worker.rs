@@ -238,10 +238,26 @@ impl<'a> Local<'a> {
     /// See the module docs. `thorough` ignores the advertisement masks and
     /// looks at every slot: the last look before parking.
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
+        self.first_in_lanes(
+            floor,
+            |lane| self.find_in_lane(lane, thorough),
+            || self.background_visible(thorough),
+        )
+    }
+
+    /// Walks the lanes from frame-critical down to `floor` and returns the
+    /// first task `take` yields. Background work needs a permit, taken only
+    /// if `background_worth_trying` says there may be some.
+    fn first_in_lanes(
+        &self,
+        floor: Lane,
+        mut take: impl FnMut(Lane) -> Option<TaskRef>,
+        background_worth_trying: impl Fn() -> bool,
+    ) -> Option<Found> {
         for &lane in floor.and_above() {
             let mut background_permit = false;
             if lane == Lane::Background {
-                if !self.background_visible(thorough) {
+                if !background_worth_trying() {
                     continue;
                 }
                 match self.acquire_background() {
@@ -249,7 +265,7 @@ impl<'a> Local<'a> {
                     None => continue,
                 }
             }
-            if let Some(task) = self.find_in_lane(lane, thorough) {
+            if let Some(task) = take(lane) {
                 return Some(Found {
                     task,
                     lane,
@@ -587,26 +603,7 @@ impl<'a> Local<'a> {
     /// This thread's newest task of the most urgent lane down to `floor`
     /// (background work only with a permit, like any other start of it).
     fn take_newest(&self, floor: Lane) -> Option<Found> {
-        for &lane in floor.and_above() {
-            let mut background_permit = false;
-            if lane == Lane::Background {
-                match self.acquire_background() {
-                    Some(acquired) => background_permit = acquired,
-                    None => continue,
-                }
-            }
-            if let Some(task) = self.take_back(lane) {
-                return Some(Found {
-                    task,
-                    lane,
-                    background_permit,
-                });
-            }
-            if background_permit {
-                self.shared.release_background();
-            }
-        }
-        None
+        self.first_in_lanes(floor, |lane| self.take_back(lane), || true)
     }
 }
 
