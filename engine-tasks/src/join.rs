@@ -152,7 +152,7 @@ where
             shared.inject_structured(lane, unsafe { job.task_ref() });
             let guard = AbortOnUnwind("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
-            worker::wait_without_slot(shared, &job.latch, || lane);
+            worker::wait_without_slot(shared, &job.latch, || lane, None);
             drop(guard);
             finish(result_a, job.into_result())
         }

@@ -57,6 +57,10 @@ mod task;
 #[cfg(not(loom))]
 mod cancel;
 #[cfg(not(loom))]
+mod clock;
+#[cfg(not(loom))]
+pub mod graph;
+#[cfg(not(loom))]
 mod join;
 #[cfg(not(loom))]
 mod pool;
@@ -79,6 +83,9 @@ pub use lane::Lane;
 #[cfg(not(loom))]
 pub use {
     cancel::CancellationToken,
+    graph::{
+        FrameError, FrameStats, GraphError, NodeContext, ReadyOrder, TaskGraph, TaskGraphBuilder,
+    },
     pool::{
         default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle,
         SpawnError, MIN_STACK_SIZE,

@@ -288,6 +288,10 @@ impl fmt::Debug for PoolHandle {
 }
 
 impl PoolHandle {
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     /// Most worker threads (started lazily).
     pub fn threads(&self) -> usize {
         self.shared.worker_count()

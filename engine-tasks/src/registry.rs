@@ -373,6 +373,16 @@ impl Shared {
         }
     }
 
+    /// Tasks stolen so far, over every slot and lane; allocation-free, for
+    /// per-frame statistics.
+    pub(crate) fn stolen_tasks_total(&self) -> u64 {
+        self.slots
+            .iter()
+            .flat_map(|s| s.counters.lanes.iter())
+            .map(|lane| lane.stolen_tasks.get())
+            .sum()
+    }
+
     /// Queued tasks of `lane` over every queue (a hint, for tests and plots).
     pub(crate) fn queued(&self, lane: Lane) -> usize {
         let i = lane.index();

@@ -134,7 +134,7 @@ where
         let guard = AbortOnUnwind("while scope tasks were queued");
         match local {
             Some(local) => local.wait_until(&scope.latch, floor),
-            None => worker::wait_without_slot(shared, &scope.latch, floor),
+            None => worker::wait_without_slot(shared, &scope.latch, floor, None),
         }
         drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();

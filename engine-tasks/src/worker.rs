@@ -120,6 +120,17 @@ impl<'a> Local<'a> {
         self.lane.get()
     }
 
+    /// Sets the lane of the task this thread runs (a graph node run inline
+    /// after another) and returns the previous one.
+    pub(crate) fn set_lane(&self, lane: Lane) -> Lane {
+        self.lane.replace(lane)
+    }
+
+    /// This thread's slot in the pool.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
     /// Makes `self` the thread's current context while `f` runs.
     fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
         struct Restore(*const Local<'static>);
@@ -202,6 +213,19 @@ impl<'a> Local<'a> {
             self.advertise(lane);
             self.shared.notify(lane);
         }
+    }
+
+    /// Queues a task in the ring without a wake-up; the caller calls
+    /// [`Local::notify_pushed`] once its batch is queued.
+    pub(crate) fn push_quiet(&self, lane: Lane, task: TaskRef) {
+        self.push_ring(lane, task);
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+    }
+
+    /// Advertises and announces the tasks of `lane` that `push_quiet` queued.
+    pub(crate) fn notify_pushed(&self, lane: Lane) {
+        self.advertise(lane);
+        self.shared.notify(lane);
     }
 
     fn push_ring(&self, lane: Lane, task: TaskRef) {
@@ -592,6 +616,39 @@ impl<'a> Local<'a> {
         }
     }
 
+    /// Block-on-complete for a frame: like [`Local::wait_until`], and also
+    /// runs the tasks that only this thread may run (`inbox`), first. Whoever
+    /// pushes to the inbox unparks this slot afterwards.
+    pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
+        let _span = instrument::wait();
+        let mut registered = false;
+        while !latch.is_set() {
+            let pinned = inbox.try_lock().and_then(|mut consumer| consumer.pop());
+            if let Some(task) = pinned {
+                self.run_task(task, Lane::FrameCritical);
+                continue;
+            }
+            if let Some(found) = self.find_task(floor, false) {
+                self.run_found(found);
+                continue;
+            }
+            if !registered {
+                registered = true;
+                let parker = self.shared.sleep.parker(self.index);
+                if !latch.register(Waiter::Slot(parker)) {
+                    break;
+                }
+            }
+            let stop = || latch.is_set() || !inbox.is_empty();
+            if let Idle::Found(found) = self.idle(floor, stop) {
+                self.run_found(found);
+            }
+        }
+        if self.searching.replace(false) && self.shared.sleep.end_search() {
+            self.shared.notify(floor);
+        }
+    }
+
     /// Takes this thread's newest task of `lane`: what `join` pushed last,
     /// unless a thief got it.
     pub(crate) fn take_back(&self, lane: Lane) -> Option<TaskRef> {
@@ -657,13 +714,27 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
 /// With no worker thread at all, or once shutdown has begun (the workers may
 /// be gone), it must help or nothing would run: then it runs injector tasks
 /// and LIFO slots it can reach.
-pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn() -> Lane) {
+///
+/// `inbox` holds tasks that only this thread may run (a frame's pinned
+/// nodes); whoever pushes to it unparks this thread afterwards.
+pub(crate) fn wait_without_slot(
+    shared: &Shared,
+    latch: &Latch,
+    floor: impl Fn() -> Lane,
+    inbox: Option<&TaskQueue>,
+) {
     if latch.is_set() {
         return;
     }
     let _span = instrument::wait();
     let mut registered = false;
     while !latch.is_set() {
+        let pinned = inbox.and_then(|q| q.try_lock().and_then(|mut consumer| consumer.pop()));
+        if let Some(task) = pinned {
+            let _span = instrument::task(Lane::FrameCritical);
+            task.run();
+            continue;
+        }
         let must_help = shared.threads_started() == 0 || shared.is_shutdown();
         if must_help && run_one_unowned(shared, floor()) {
             continue;
@@ -675,7 +746,9 @@ pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, floor: impl Fn()
             }
             continue;
         }
-        std::thread::park();
+        if inbox.is_none_or(TaskQueue::is_empty) {
+            std::thread::park();
+        }
     }
 }
 

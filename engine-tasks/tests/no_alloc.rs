@@ -1,15 +1,20 @@
 //! Scheduling, stealing and parking allocate nothing: after a warm-up that
 //! starts the worker threads, fork-join work (`join`, `parallel_for`) that
-//! pushes, steals and parks makes zero heap allocations.
+//! pushes, steals and parks makes zero heap allocations, and so does a
+//! steady-state task-graph frame.
+//!
+//! The allocator counts every thread's allocations, so the tests take turns.
 
-use engine_tasks::Pool;
+use engine_tasks::{Lane, Pool, TaskGraph};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
@@ -56,6 +61,8 @@ fn workload(pool: &Pool) -> u64 {
 
 #[test]
 fn steady_state_fork_join_makes_no_allocations() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ALLOCATIONS.store(0, Ordering::SeqCst);
     let pool = Pool::builder().threads(3).build().unwrap();
     // Warm-up: start every worker, touch every thread-local.
     for _ in 0..20 {
@@ -81,5 +88,92 @@ fn steady_state_fork_join_makes_no_allocations() {
     assert!(
         stats.total().stolen_tasks > steals_before,
         "the workload stole tasks"
+    );
+}
+
+struct World {
+    values: Vec<AtomicUsize>,
+    frames: AtomicUsize,
+}
+
+/// 64 nodes in 8 layers, each after 1-3 nodes of the layer before; one
+/// fans out with `parallel_for`, one is pinned to the frame's thread, a few
+/// are in the normal lane.
+fn world_graph() -> TaskGraph<World> {
+    let mut b = TaskGraph::<World>::builder();
+    for layer in 0..8usize {
+        for k in 0..8usize {
+            let i = layer * 8 + k;
+            let lane = if k == 7 {
+                Lane::Normal
+            } else {
+                Lane::FrameCritical
+            };
+            let body = move |cx: &engine_tasks::NodeContext<'_, World>| {
+                let world = cx.data();
+                if i == 9 {
+                    cx.pool().parallel_for(0..world.values.len(), 64, |j| {
+                        world.values[j].fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                if i == 63 {
+                    world.frames.fetch_add(1, Ordering::Relaxed);
+                }
+            };
+            let node = if i == 60 {
+                b.main_thread_node(format!("n{i}"), body)
+            } else {
+                b.node(format!("n{i}"), lane, body)
+            };
+            if layer > 0 {
+                let deps =
+                    (0..1 + (k % 3)).map(|d| format!("n{}", (layer - 1) * 8 + (k + d * 3) % 8));
+                node.after(deps);
+            }
+        }
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn steady_state_graph_frames_make_no_allocations() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let mut graph = world_graph();
+    let world = World {
+        values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
+        frames: AtomicUsize::new(0),
+    };
+    for _ in 0..50 {
+        graph.run(&pool, &world).unwrap();
+    }
+    let steals_before = pool.stats().total().stolen_tasks;
+
+    COUNTING.store(true, Ordering::SeqCst);
+    let mut critical_nodes = 0;
+    for _ in 0..200 {
+        let stats = graph.run(&pool, &world).unwrap();
+        critical_nodes += stats.critical_path().len();
+        if world.frames.load(Ordering::Relaxed) % 20 == 0 {
+            // Let the workers park between some frames, as at 60 Hz.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+
+    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0);
+    assert_eq!(world.frames.load(Ordering::Relaxed), 250);
+    assert!(world
+        .values
+        .iter()
+        .all(|v| v.load(Ordering::Relaxed) == 250));
+    assert!(
+        critical_nodes >= 200 * 8,
+        "every critical path spans the 8 layers"
+    );
+    assert!(
+        pool.stats().total().stolen_tasks > steals_before,
+        "the frames stole work"
     );
 }

@@ -1,0 +1,353 @@
+//! Task graphs: a DAG of named systems built once and run every frame.
+//!
+//! ```
+//! use engine_tasks::{Lane, Pool, TaskGraph};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! struct World { ticks: AtomicU64, score: AtomicU64 }
+//!
+//! let mut builder = TaskGraph::<World>::builder();
+//! builder.node("input", Lane::FrameCritical, |cx| {
+//!     cx.data().ticks.fetch_add(1, Ordering::Relaxed);
+//! });
+//! builder.node("score", Lane::FrameCritical, |cx| {
+//!     let ticks = cx.data().ticks.load(Ordering::Relaxed);
+//!     cx.data().score.store(ticks * 10, Ordering::Relaxed);
+//! }).after(["input"]);
+//! let mut graph = builder.build().unwrap();
+//!
+//! let pool = Pool::builder().threads(1).build().unwrap();
+//! let world = World { ticks: AtomicU64::new(0), score: AtomicU64::new(0) };
+//! for _ in 0..3 {
+//!     graph.run(&pool, &world).unwrap();
+//! }
+//! assert_eq!(world.score.load(Ordering::Relaxed), 30);
+//! ```
+//!
+//! # A frame
+//!
+//! [`TaskGraph::run`] resets each node's count of unfinished dependencies,
+//! queues the roots on the calling thread as one batch, and joins with
+//! block-on-complete. A node that finishes counts down its successors; it
+//! runs the most urgent successor it released itself, next (no queue, warm
+//! cache), and queues the rest on its own thread for others to steal. Nodes
+//! [pinned to the frame's thread](TaskGraphBuilder::main_thread_node) go to
+//! an inbox that only that thread drains. Nothing is allocated: the nodes
+//! are intrusive tasks made when the graph is built.
+//!
+//! # What the frame's thread runs while it waits
+//!
+//! Its pinned nodes first, then any task of the pool in lanes at least as
+//! urgent as the least urgent lane of the graph's nodes (with every node
+//! frame-critical, only frame-critical tasks): graph nodes, the pieces of a
+//! node's `parallel_for`, or frame-critical tasks from elsewhere. It never
+//! starts background work unless the graph has background nodes. A node that
+//! waits (`parallel_for`, `scope`, a join) may likewise run other ready nodes
+//! on its stack, so a node must not hold a lock that other nodes take
+//! across such a wait.
+//!
+//! # Critical path first
+//!
+//! With [`ReadyOrder::CriticalPathFirst`] (the default), every node gets a
+//! priority: its expected time plus the longest chain of expected times
+//! after it. Expected times are smoothed measurements of earlier frames.
+//! Roots are queued, and each node's successors are released, in priority
+//! order, so the most urgent ready node runs first on the thread that
+//! released it and the next ones are the first to be stolen.
+
+mod build;
+mod runtime;
+mod stats;
+
+pub use build::MAX_NODES;
+pub use stats::{FrameStats, NodeOutcome, NodeTiming};
+
+use crate::lane::Lane;
+use crate::pool::PoolHandle;
+use runtime::Runtime;
+use std::fmt;
+
+/// A node's body: called once per frame with the frame's context.
+type Body<C> = Box<dyn FnMut(&NodeContext<'_, C>) + Send>;
+
+/// The order in which ready nodes are queued.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum ReadyOrder {
+    /// Longest remaining path (by measured node time) first; see the module
+    /// docs.
+    #[default]
+    CriticalPathFirst,
+    /// First in, first out: roots and successors in declaration order, and
+    /// every ready node goes through the queue (for comparison).
+    Fifo,
+}
+
+/// What a node sees while it runs.
+pub struct NodeContext<'f, C: ?Sized> {
+    data: &'f C,
+    pool: &'f PoolHandle,
+    frame: u64,
+    name: &'f str,
+}
+
+impl<'f, C: ?Sized> NodeContext<'f, C> {
+    /// The frame's data, borrowed from the caller of [`TaskGraph::run`].
+    pub fn data(&self) -> &'f C {
+        self.data
+    }
+
+    /// The pool the frame runs on: for `parallel_for`, `scope`, `join` inside
+    /// the node, or background work that outlives the frame.
+    pub fn pool(&self) -> &'f PoolHandle {
+        self.pool
+    }
+
+    /// The frame's number, counting from 0 for the graph's first frame.
+    pub fn frame(&self) -> u64 {
+        self.frame
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &'f str {
+        self.name
+    }
+}
+
+/// A graph that cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphError {
+    /// Two nodes have this name.
+    DuplicateNode(String),
+    /// `node` runs after `dependency`, which no node is called.
+    UnknownDependency {
+        /// The node with the bad `after`.
+        node: String,
+        /// The missing name.
+        dependency: String,
+    },
+    /// These nodes depend on each other in a circle, each after the one
+    /// before it and the first after the last.
+    Cycle(Vec<String>),
+    /// More than [`MAX_NODES`] nodes.
+    TooManyNodes(usize),
+}
+
+impl fmt::Display for GraphError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GraphError::DuplicateNode(name) => write!(f, "two nodes are named {name:?}"),
+            GraphError::UnknownDependency { node, dependency } => {
+                write!(
+                    f,
+                    "node {node:?} runs after {dependency:?}, which does not exist"
+                )
+            }
+            GraphError::Cycle(names) => {
+                write!(f, "dependency cycle: ")?;
+                for name in names {
+                    write!(f, "{name:?} -> ")?;
+                }
+                write!(f, "{:?}", names[0])
+            }
+            GraphError::TooManyNodes(n) => write!(f, "{n} nodes; at most {MAX_NODES} allowed"),
+        }
+    }
+}
+
+impl std::error::Error for GraphError {}
+
+/// A node that panicked in a frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePanic {
+    /// The node's name.
+    pub node: String,
+    /// The panic message (`"<non-string panic payload>"` if it had none).
+    pub message: String,
+}
+
+/// A frame in which nodes panicked. Every other node that did not depend on
+/// them ran; the next frame runs normally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameError {
+    /// The frame's number.
+    pub frame: u64,
+    /// The nodes that panicked, in declaration order.
+    pub panicked: Vec<NodePanic>,
+    /// The nodes skipped because something they depend on panicked, in
+    /// declaration order.
+    pub skipped: Vec<String>,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "frame {}: ", self.frame)?;
+        for (i, p) in self.panicked.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}node {:?} panicked: {}", p.node, p.message)?;
+        }
+        if !self.skipped.is_empty() {
+            write!(f, "; skipped: {}", self.skipped.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+struct NodeSpec<C: ?Sized> {
+    name: String,
+    lane: Lane,
+    pinned: bool,
+    after: Vec<String>,
+    body: Body<C>,
+}
+
+/// Collects nodes for a [`TaskGraph`]; see [`TaskGraph::builder`].
+pub struct TaskGraphBuilder<C: ?Sized> {
+    nodes: Vec<NodeSpec<C>>,
+    order: ReadyOrder,
+}
+
+impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
+    fn default() -> Self {
+        TaskGraphBuilder {
+            nodes: Vec::new(),
+            order: ReadyOrder::default(),
+        }
+    }
+}
+
+/// Adds dependencies to the node just added.
+pub struct NodeBuilder<'b, C: ?Sized> {
+    spec: &'b mut NodeSpec<C>,
+}
+
+impl<C: ?Sized> NodeBuilder<'_, C> {
+    /// The node runs after each named node has finished (and after
+    /// everything those started with `parallel_for` or `scope`).
+    pub fn after<I, S>(self, dependencies: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.spec
+            .after
+            .extend(dependencies.into_iter().map(Into::into));
+        self
+    }
+}
+
+impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a node that runs `body` in `lane` once per frame, on any thread.
+    pub fn node<F>(&mut self, name: impl Into<String>, lane: Lane, body: F) -> NodeBuilder<'_, C>
+    where
+        F: FnMut(&NodeContext<'_, C>) + Send + 'static,
+    {
+        self.push(name.into(), lane, false, Box::new(body))
+    }
+
+    /// Adds a node that runs only on the thread that calls
+    /// [`TaskGraph::run`] (window events, GPU submission). It counts as
+    /// frame-critical: the frame's thread runs it as soon as it is ready.
+    pub fn main_thread_node<F>(&mut self, name: impl Into<String>, body: F) -> NodeBuilder<'_, C>
+    where
+        F: FnMut(&NodeContext<'_, C>) + Send + 'static,
+    {
+        self.push(name.into(), Lane::FrameCritical, true, Box::new(body))
+    }
+
+    /// How ready nodes are ordered (default: critical path first).
+    pub fn ready_order(&mut self, order: ReadyOrder) -> &mut Self {
+        self.order = order;
+        self
+    }
+
+    fn push(
+        &mut self,
+        name: String,
+        lane: Lane,
+        pinned: bool,
+        body: Body<C>,
+    ) -> NodeBuilder<'_, C> {
+        self.nodes.push(NodeSpec {
+            name,
+            lane,
+            pinned,
+            after: Vec::new(),
+            body,
+        });
+        let spec = self.nodes.last_mut().expect("just pushed");
+        NodeBuilder { spec }
+    }
+
+    /// Validates the nodes and compiles the graph.
+    pub fn build(self) -> Result<TaskGraph<C>, GraphError> {
+        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        let after: Vec<&[String]> = self.nodes.iter().map(|n| n.after.as_slice()).collect();
+        let topology = build::topology(&names, &after)?;
+        Ok(TaskGraph {
+            runtime: Runtime::new(self.nodes, topology, self.order),
+        })
+    }
+}
+
+/// A compiled DAG of nodes, run once per [`TaskGraph::run`]. See the module
+/// docs.
+pub struct TaskGraph<C: ?Sized> {
+    runtime: Runtime<C>,
+}
+
+impl<C: ?Sized + Sync> TaskGraph<C> {
+    /// A builder for a graph whose nodes see a `&C` each frame.
+    pub fn builder() -> TaskGraphBuilder<C> {
+        TaskGraphBuilder::new()
+    }
+
+    /// Runs one frame on `pool` with `data`, which the nodes borrow for the
+    /// frame, and returns when every node has finished (or been skipped).
+    /// The calling thread takes part (see the module docs).
+    ///
+    /// Allocates nothing once the first frame has run, unless a node
+    /// panics: then the error lists the panicked and skipped nodes.
+    pub fn run(&mut self, pool: &PoolHandle, data: &C) -> Result<&FrameStats, FrameError> {
+        self.runtime.run_frame(pool, data)
+    }
+
+    /// The statistics of the last frame run.
+    pub fn last_frame(&self) -> &FrameStats {
+        self.runtime.stats()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.runtime.len()
+    }
+
+    /// `true` if the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The name of node `index` (declaration order).
+    pub fn node_name(&self, index: usize) -> &str {
+        self.runtime.name(index)
+    }
+
+    /// The index of the node called `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        (0..self.len()).find(|&i| self.node_name(i) == name)
+    }
+}
+
+impl<C: ?Sized + Sync> fmt::Debug for TaskGraph<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskGraph")
+            .field("nodes", &self.runtime.len())
+            .finish()
+    }
+}

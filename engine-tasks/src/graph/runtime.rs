@@ -1,0 +1,622 @@
+//! Running a compiled graph: the per-node tasks and the per-frame protocol.
+//!
+//! # Per-frame states of a node
+//!
+//! `pending` starts each frame at the node's number of dependencies. Each
+//! finishing dependency decrements it with one `fetch_sub` (AcqRel); the one
+//! that takes it to zero owns the node's single [`TaskRef`] for the frame
+//! and either runs it next on its own thread or queues it. So every node
+//! runs once per frame, after all of its dependencies, and its body (an
+//! `FnMut`) is never entered by two threads at once.
+//!
+//! # Lifetime
+//!
+//! Nodes without successors count down the frame's [`Latch`], which
+//! [`Runtime::run_frame`] waits for. Every node reaches such a sink, so the
+//! latch is set only after every node has released its successors; and a
+//! node touches the graph only before its last release, or while it holds a
+//! node it released (unfinished, so the latch cannot be set). Hence the
+//! borrowed frame data, the pool handle and the graph itself outlive every
+//! access a task makes to them.
+
+use super::build::Topology;
+use super::stats::{FrameStats, NodeOutcome, RawNode};
+use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
+use crate::clock::{self, TickRate};
+use crate::instrument;
+use crate::lane::Lane;
+use crate::latch::Latch;
+use crate::park::Parker;
+use crate::pool::PoolHandle;
+use crate::queue::TaskQueue;
+use crate::spawn::panic_message;
+use crate::task::{Header, TaskRef};
+use crate::worker::{self, AbortOnUnwind, Local};
+use crossbeam_utils::CachePadded;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::thread::{self, Thread};
+use std::time::Instant;
+
+/// "No slot" for thread indices, and "no node" for `released_by`.
+const NONE: u32 = u32::MAX;
+
+/// Priorities are recomputed from the smoothed node times every this many
+/// frames. Times are smoothed over about four frames anyway (see
+/// `update_estimates`), and skipping the sort on most frames keeps its cost
+/// (a few ns per node) out of the per-node overhead.
+const REPRIORITIZE_EVERY: u64 = 8;
+
+struct Node<C: ?Sized> {
+    name: Box<str>,
+    lane: Lane,
+    pinned: bool,
+    body: UnsafeCell<Body<C>>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+/// What one frame writes about a node. Padded: nodes finishing on different
+/// threads write neighbouring states.
+#[derive(Default)]
+struct NodeState {
+    pending: AtomicU32,
+    poisoned: AtomicBool,
+    outcome: AtomicU8,
+    thread: AtomicU32,
+    released_by: AtomicU32,
+    start: AtomicU64,
+    end: AtomicU64,
+}
+
+/// A node's intrusive task; `header` first so a header pointer is a task
+/// pointer.
+#[repr(C)]
+struct NodeTask<C: ?Sized> {
+    header: Header,
+    graph: *const Shared<C>,
+    index: u32,
+}
+
+/// Who to wake when a pinned node is ready.
+#[derive(Clone)]
+enum Waker {
+    Slot(*const Parker),
+    Thread(Thread),
+}
+
+impl Waker {
+    fn wake(self) {
+        match self {
+            // SAFETY: the parker lives in the pool's shared state, which the
+            // frame's `&PoolHandle` keeps alive until the frame ends, and the
+            // waker only runs while it holds an unfinished node.
+            Waker::Slot(parker) => unsafe { (*parker).unpark() },
+            Waker::Thread(thread) => thread.unpark(),
+        }
+    }
+}
+
+/// Set by the frame's thread before it queues the roots; read-only while
+/// the frame runs.
+struct FrameInputs<C: ?Sized> {
+    data: Option<NonNull<C>>,
+    pool: *const PoolHandle,
+    number: u64,
+    thread_slot: u32,
+    waker: Option<Waker>,
+}
+
+/// Everything tasks reach while a frame runs.
+struct Shared<C: ?Sized> {
+    nodes: Box<[Node<C>]>,
+    states: Box<[CachePadded<NodeState>]>,
+    tasks: Box<[NodeTask<C>]>,
+    successor_start: Box<[u32]>,
+    /// Reordered by priority between frames only.
+    successors: Box<[u32]>,
+    inline_successors: bool,
+    done: Latch,
+    inbox: TaskQueue,
+    failed: AtomicBool,
+    inputs: FrameInputs<C>,
+}
+
+// SAFETY: while a frame runs, threads share `&Shared`: its atomics, the
+// queue and latch (thread-safe), fields written only between frames, and
+// node bodies, each entered by one thread at a time (module docs; bodies are
+// `Send`). `inputs.data` is only turned into a `&C`, hence `C: Sync`.
+unsafe impl<C: ?Sized + Sync> Sync for Shared<C> {}
+// SAFETY: as above; the raw pointers are only followed during a frame.
+unsafe impl<C: ?Sized + Sync> Send for Shared<C> {}
+
+/// A compiled graph; owns [`Shared`] through a raw pointer because tasks
+/// point into it while a frame runs.
+pub(super) struct Runtime<C: ?Sized> {
+    shared: NonNull<Shared<C>>,
+    order: ReadyOrder,
+    topological: Box<[u32]>,
+    in_degree: Box<[u32]>,
+    roots: Box<[u32]>,
+    sinks: usize,
+    /// The least urgent lane among the nodes that any thread may run.
+    floor: Lane,
+    /// Smoothed node times in nanoseconds, and the priorities made of them.
+    estimate: Box<[u64]>,
+    priority: Box<[u64]>,
+    frames: u64,
+    rate: TickRate,
+    stats: FrameStats,
+}
+
+// SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
+// runtime is thread-bound; between frames only the owner touches it.
+unsafe impl<C: ?Sized + Sync> Send for Runtime<C> {}
+// SAFETY: `&Runtime` only reads names and statistics.
+unsafe impl<C: ?Sized + Sync> Sync for Runtime<C> {}
+
+impl<C: ?Sized> Drop for Runtime<C> {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `new`; no frame runs (that would
+        // borrow `self`), so no task points into it.
+        drop(unsafe { Box::from_raw(self.shared.as_ptr()) });
+    }
+}
+
+impl<C: ?Sized + Sync> Runtime<C> {
+    pub(super) fn new(specs: Vec<NodeSpec<C>>, topology: Topology, order: ReadyOrder) -> Self {
+        let n = specs.len();
+        let floor = specs
+            .iter()
+            .filter(|s| !s.pinned)
+            .map(|s| s.lane)
+            .max()
+            .unwrap_or(Lane::FrameCritical);
+        let nodes: Box<[Node<C>]> = specs
+            .into_iter()
+            .map(|s| Node {
+                name: s.name.into(),
+                lane: s.lane,
+                pinned: s.pinned,
+                body: UnsafeCell::new(s.body),
+                panic: Mutex::new(None),
+            })
+            .collect();
+        let roots: Box<[u32]> = (0..n as u32)
+            .filter(|&i| topology.in_degree[i as usize] == 0)
+            .collect();
+        let sinks = (0..n)
+            .filter(|&i| topology.successor_start[i] == topology.successor_start[i + 1])
+            .count();
+        let shared = Box::new(Shared {
+            nodes,
+            states: (0..n)
+                .map(|_| CachePadded::new(NodeState::default()))
+                .collect(),
+            tasks: Box::new([]),
+            successor_start: topology.successor_start,
+            successors: topology.successors,
+            inline_successors: order == ReadyOrder::CriticalPathFirst,
+            done: Latch::new(0),
+            inbox: TaskQueue::new(),
+            failed: AtomicBool::new(false),
+            inputs: FrameInputs {
+                data: None,
+                pool: ptr::null(),
+                number: 0,
+                thread_slot: NONE,
+                waker: None,
+            },
+        });
+        let shared = NonNull::from(Box::leak(shared));
+        let graph = shared.as_ptr().cast_const();
+        let tasks = (0..n as u32)
+            .map(|index| NodeTask {
+                header: Header::new(run_node::<C>),
+                graph,
+                index,
+            })
+            .collect();
+        // SAFETY: just allocated; no task exists yet.
+        unsafe { (*shared.as_ptr()).tasks = tasks };
+        let mut runtime = Runtime {
+            shared,
+            order,
+            topological: topology.topological,
+            in_degree: topology.in_degree,
+            roots,
+            sinks,
+            floor,
+            estimate: vec![0; n].into(),
+            priority: vec![0; n].into(),
+            frames: 0,
+            rate: TickRate::new(),
+            stats: FrameStats::with_nodes(n),
+        };
+        runtime.reprioritize();
+        runtime
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.in_degree.len()
+    }
+
+    pub(super) fn name(&self, index: usize) -> &str {
+        // SAFETY: names never change after `new`.
+        unsafe { &self.shared.as_ref().nodes[index].name }
+    }
+
+    pub(super) fn stats(&self) -> &FrameStats {
+        &self.stats
+    }
+
+    /// Exclusive access between frames.
+    fn shared_mut(&mut self) -> &mut Shared<C> {
+        // SAFETY: `&mut self` means no frame is running, and a frame ends
+        // only once no task of it can touch `Shared` again (module docs).
+        unsafe { self.shared.as_mut() }
+    }
+
+    pub(super) fn run_frame(
+        &mut self,
+        pool: &PoolHandle,
+        data: &C,
+    ) -> Result<&FrameStats, FrameError> {
+        let number = self.frames;
+        self.frames += 1;
+        let pool_shared = pool.shared();
+        let (sinks, in_degree) = (self.sinks, &self.in_degree);
+        // SAFETY: as in `shared_mut` (borrowed apart from `in_degree`).
+        let shared = unsafe { self.shared.as_mut() };
+        shared.reset(in_degree, sinks);
+        shared.inputs.data = Some(NonNull::from(data));
+        shared.inputs.pool = pool;
+        shared.inputs.number = number;
+
+        let steals_before = pool_shared.stolen_tasks_total();
+        let started = Instant::now();
+        let start_tick = clock::ticks();
+        let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
+        if !roots.is_empty() {
+            worker::with_slot(pool_shared, |local| {
+                // SAFETY: no task of this frame is queued yet.
+                let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
+                inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
+                inputs.waker = Some(match local {
+                    Some(l) => Waker::Slot(pool_shared.sleep.parker(l.index())),
+                    None => Waker::Thread(thread::current()),
+                });
+                // SAFETY: from here on the frame only shares the graph.
+                let shared = unsafe { graph.as_ref() };
+                let _guard = AbortOnUnwind("while task-graph nodes were queued");
+                let mut pushed = 0u8;
+                for &root in roots.iter() {
+                    let node = &shared.nodes[root as usize];
+                    let task = shared.task(root);
+                    if node.pinned {
+                        shared.inbox.push(task);
+                    } else if let Some(local) = local {
+                        local.push_quiet(node.lane, task);
+                        pushed |= 1 << node.lane.index();
+                    } else {
+                        pool_shared.inject_structured(node.lane, task);
+                    }
+                }
+                if let Some(local) = local {
+                    notify_lanes(local, pushed);
+                    local.wait_frame(&shared.done, floor, &shared.inbox);
+                } else {
+                    worker::wait_without_slot(
+                        pool_shared,
+                        &shared.done,
+                        || floor,
+                        Some(&shared.inbox),
+                    );
+                }
+            });
+        }
+        let end_tick = clock::ticks();
+        let ended = Instant::now();
+        self.rate.observe(started, start_tick);
+        self.rate.observe(ended, end_tick);
+        let steals = pool_shared.stolen_tasks_total() - steals_before;
+        self.record(
+            number,
+            ended - started,
+            start_tick,
+            steals,
+            pool_shared.slots.len(),
+        );
+        if self.order == ReadyOrder::CriticalPathFirst {
+            self.update_estimates();
+            if number % REPRIORITIZE_EVERY == 0 {
+                self.reprioritize();
+            }
+        }
+        // Relaxed: the frame latch's acquire ordered every node's writes.
+        if self.shared_mut().failed.load(Ordering::Relaxed) {
+            return Err(self.frame_error(number));
+        }
+        Ok(&self.stats)
+    }
+
+    fn record(
+        &mut self,
+        number: u64,
+        wall: std::time::Duration,
+        start_tick: u64,
+        steals: u64,
+        slots: usize,
+    ) {
+        // SAFETY: between frames (see `shared_mut`); a shared borrow of the
+        // graph alongside the statistics.
+        let shared = unsafe { self.shared.as_ref() };
+        let raw = |i: usize| {
+            let s = &shared.states[i];
+            // Relaxed: the frame latch's acquire ordered these writes.
+            RawNode {
+                start: s.start.load(Ordering::Relaxed),
+                end: s.end.load(Ordering::Relaxed),
+                thread: s.thread.load(Ordering::Relaxed),
+                released_by: s.released_by.load(Ordering::Relaxed),
+                outcome: NodeOutcome::from_u8(s.outcome.load(Ordering::Relaxed)),
+                sink: shared.successor_start[i] == shared.successor_start[i + 1],
+            }
+        };
+        self.stats
+            .record(number, wall, start_tick, steals, slots, &self.rate, raw);
+    }
+
+    /// Folds this frame's node times into the smoothed estimates
+    /// (exponential average, weight 1/4 for the newest frame).
+    fn update_estimates(&mut self) {
+        let first = self.frames == 1;
+        for (estimate, timing) in self.estimate.iter_mut().zip(self.stats.nodes()) {
+            let nanos = timing.duration.as_nanos() as u64;
+            *estimate = if first {
+                nanos
+            } else {
+                *estimate - *estimate / 4 + nanos / 4
+            };
+        }
+    }
+
+    /// Priority = own estimate + 1 + the largest successor priority (the `+1`
+    /// makes longer chains win when times are equal); then roots and every
+    /// successor list are sorted by it, most urgent first.
+    fn reprioritize(&mut self) {
+        if self.order != ReadyOrder::CriticalPathFirst {
+            return;
+        }
+        // SAFETY: between frames, borrowed apart from the other fields.
+        let shared = unsafe { self.shared.as_mut() };
+        let priority = &mut self.priority;
+        for &i in self.topological.iter().rev() {
+            let i = i as usize;
+            let range = shared.successor_start[i] as usize..shared.successor_start[i + 1] as usize;
+            let after = shared.successors[range]
+                .iter()
+                .map(|&s| priority[s as usize])
+                .max();
+            priority[i] = self.estimate[i] + 1 + after.unwrap_or(0);
+        }
+        let key = |&i: &u32| (std::cmp::Reverse(priority[i as usize]), i);
+        for i in 0..shared.nodes.len() {
+            let range = shared.successor_start[i] as usize..shared.successor_start[i + 1] as usize;
+            shared.successors[range].sort_unstable_by_key(key);
+        }
+        self.roots.sort_unstable_by_key(key);
+    }
+
+    /// The error of a frame in which nodes panicked (allocates).
+    fn frame_error(&mut self, number: u64) -> FrameError {
+        let shared = self.shared_mut();
+        let mut error = FrameError {
+            frame: number,
+            panicked: Vec::new(),
+            skipped: Vec::new(),
+        };
+        for (node, state) in shared.nodes.iter().zip(shared.states.iter()) {
+            // Relaxed: ordered by the frame latch.
+            match NodeOutcome::from_u8(state.outcome.load(Ordering::Relaxed)) {
+                NodeOutcome::Panicked => {
+                    let payload = node.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let message = payload
+                        .as_deref()
+                        .and_then(panic_message)
+                        .unwrap_or("<non-string panic payload>");
+                    error.panicked.push(NodePanic {
+                        node: node.name.to_string(),
+                        message: message.to_owned(),
+                    });
+                }
+                NodeOutcome::Skipped => error.skipped.push(node.name.to_string()),
+                NodeOutcome::Ran => {}
+            }
+        }
+        error
+    }
+}
+
+impl<C: ?Sized> Shared<C> {
+    fn task(&self, index: u32) -> TaskRef {
+        let header = NonNull::from(&self.tasks[index as usize].header);
+        // SAFETY: the node's task lives as long as the graph, and the caller
+        // owns the node for this frame (it brought `pending` to zero, or the
+        // node is a root queued once by the frame's thread).
+        unsafe { TaskRef::from_raw(header) }
+    }
+
+    /// Prepares a frame; needs `&mut`, so no task of an earlier frame runs.
+    fn reset(&mut self, in_degree: &[u32], sinks: usize) {
+        for (state, &degree) in self.states.iter_mut().zip(in_degree) {
+            *state.pending.get_mut() = degree;
+            *state.poisoned.get_mut() = false;
+            *state.outcome.get_mut() = NodeOutcome::Skipped as u8;
+            *state.released_by.get_mut() = NONE;
+        }
+        *self.failed.get_mut() = false;
+        self.done = Latch::new(sinks);
+    }
+}
+
+impl<C: ?Sized + Sync> Shared<C> {
+    /// Runs node `first`, then, as long as it released one, the most urgent
+    /// node it released; see the module docs.
+    fn execute(&self, first: u32, local: Option<&Local<'_>>) {
+        let inputs = &self.inputs;
+        let thread = local.map_or(NONE, |l| l.index() as u32);
+        let on_frame_thread = thread != NONE && thread == inputs.thread_slot;
+        let task_lane = local.map_or(Lane::FrameCritical, |l| l.current_lane());
+        // SAFETY: set for this frame by `run_frame`, which outlives every
+        // node of the frame (module docs).
+        let (data, pool) = unsafe {
+            (
+                inputs
+                    .data
+                    .expect("set before the roots are queued")
+                    .as_ref(),
+                &*inputs.pool,
+            )
+        };
+        let mut index = first;
+        let mut lane = task_lane;
+        let mut start = clock::ticks();
+        loop {
+            let node = &self.nodes[index as usize];
+            let state = &self.states[index as usize];
+            // Relaxed: set before a predecessor's AcqRel decrement, which the
+            // final decrement (ours, or the queue hand-over after it) acquired.
+            let ok = if state.poisoned.load(Ordering::Relaxed) {
+                false
+            } else {
+                let cx = NodeContext {
+                    data,
+                    pool,
+                    frame: inputs.number,
+                    name: &node.name,
+                };
+                let _span = instrument::node(&node.name);
+                // SAFETY: this thread owns the node for this frame (module
+                // docs), so nobody else is in its body.
+                let body = unsafe { &mut *node.body.get() };
+                match panic::catch_unwind(AssertUnwindSafe(|| body(&cx))) {
+                    Ok(()) => {
+                        // Relaxed: read after the frame latch.
+                        state
+                            .outcome
+                            .store(NodeOutcome::Ran as u8, Ordering::Relaxed);
+                        true
+                    }
+                    Err(payload) => {
+                        *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+                        // Relaxed: both read after the frame latch.
+                        state
+                            .outcome
+                            .store(NodeOutcome::Panicked as u8, Ordering::Relaxed);
+                        self.failed.store(true, Ordering::Relaxed);
+                        false
+                    }
+                }
+            };
+            let end = clock::ticks();
+            // Relaxed: statistics, read after the frame latch.
+            state.start.store(start, Ordering::Relaxed);
+            state.end.store(end, Ordering::Relaxed);
+            state.thread.store(thread, Ordering::Relaxed);
+
+            let range = self.successor_start[index as usize] as usize
+                ..self.successor_start[index as usize + 1] as usize;
+            if range.is_empty() {
+                // The last touch of the graph (module docs).
+                self.done.count_down();
+                break;
+            }
+            let mut next = None;
+            let mut pushed = 0u8;
+            for &s in &self.successors[range] {
+                let succ_state = &self.states[s as usize];
+                if !ok {
+                    // Relaxed: published by the decrement below.
+                    succ_state.poisoned.store(true, Ordering::Relaxed);
+                }
+                // AcqRel: release publishes this node's effects (and the
+                // poison flag); the final decrement acquires every
+                // predecessor's before the successor runs.
+                if succ_state.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+                    continue;
+                }
+                // We own `s` now: it cannot finish before we queue it, so the
+                // graph stays alive for the rest of this iteration.
+                // Relaxed: read after the frame latch.
+                succ_state.released_by.store(index, Ordering::Relaxed);
+                let succ = &self.nodes[s as usize];
+                let task = self.task(s);
+                let inline = self.inline_successors && next.is_none();
+                if succ.pinned {
+                    if inline && on_frame_thread {
+                        next = Some(s);
+                    } else {
+                        let waker = inputs.waker.clone().expect("set before the roots");
+                        self.inbox.push(task);
+                        waker.wake();
+                    }
+                } else if inline && succ.lane <= lane {
+                    next = Some(s);
+                } else if let Some(local) = local {
+                    local.push_quiet(succ.lane, task);
+                    pushed |= 1 << succ.lane.index();
+                } else {
+                    pool.shared().inject_structured(succ.lane, task);
+                }
+            }
+            if let Some(local) = local {
+                notify_lanes(local, pushed);
+            }
+            let Some(s) = next else { break };
+            index = s;
+            start = end;
+            let next_lane = self.nodes[s as usize].lane;
+            if let Some(local) = local {
+                local.count_inline_run(next_lane);
+                local.set_lane(next_lane.min(lane));
+            }
+            lane = next_lane.min(lane);
+        }
+        if let Some(local) = local {
+            local.set_lane(task_lane);
+        }
+    }
+}
+
+fn notify_lanes(local: &Local<'_>, pushed: u8) {
+    for lane in Lane::ALL {
+        if pushed & (1 << lane.index()) != 0 {
+            local.notify_pushed(lane);
+        }
+    }
+}
+
+/// The `RunFn` of every node task.
+///
+/// # Safety
+///
+/// `header` is the header of a `NodeTask<C>` queued by `run_frame` or
+/// `execute` for the running frame.
+unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
+    // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
+    // outlives the frame's unfinished nodes (module docs).
+    let task = unsafe { header.cast::<NodeTask<C>>().as_ref() };
+    // SAFETY: as above.
+    let graph = unsafe { &*task.graph };
+    let index = task.index;
+    // SAFETY: the pool handle is set for the frame, which is still running.
+    let pool = unsafe { &*graph.inputs.pool };
+    worker::with_current(|local| {
+        let local = local.filter(|l| ptr::eq(l.shared, pool.shared()));
+        graph.execute(index, local);
+    });
+}

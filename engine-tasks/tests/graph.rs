@@ -1,0 +1,504 @@
+//! Behaviour of task graphs: ordering, exactly-once, pinning, panics,
+//! validation, frame data, fan-out inside nodes, work across frames.
+
+use engine_tasks::graph::{NodeOutcome, NodePanic};
+use engine_tasks::{FrameError, GraphError, Lane, Pool, ReadyOrder, TaskGraph};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
+
+/// A small deterministic generator (xorshift64*), so failures replay.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Per frame: the order in which nodes finished, and who ran them.
+struct Log {
+    clock: AtomicU64,
+    finished_at: Vec<AtomicU64>,
+    runs: Vec<AtomicU64>,
+    pinned_off_thread: AtomicUsize,
+    frame_thread: Mutex<Option<ThreadId>>,
+}
+
+fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
+    let mut builder = TaskGraph::<Log>::builder();
+    let mut deps = Vec::with_capacity(nodes);
+    // Shuffled declaration order: node `i` may only depend on nodes with a
+    // smaller rank, but is declared at a random position.
+    let mut declare: Vec<usize> = (0..nodes).collect();
+    for i in (1..nodes).rev() {
+        declare.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for i in 0..nodes {
+        let count = if i == 0 {
+            0
+        } else {
+            rng.below(4.min(i as u64) + 1)
+        };
+        let mut d: Vec<usize> = (0..count).map(|_| rng.below(i as u64) as usize).collect();
+        d.sort_unstable();
+        d.dedup();
+        deps.push(d);
+    }
+    for &i in &declare {
+        let pinned = rng.below(8) == 0;
+        let lane = Lane::ALL[rng.below(2) as usize];
+        let body = move |cx: &engine_tasks::NodeContext<'_, Log>| {
+            let log = cx.data();
+            if pinned && Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
+                log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
+            }
+            log.runs[i].fetch_add(1, Ordering::Relaxed);
+            let t = log.clock.fetch_add(1, Ordering::SeqCst);
+            log.finished_at[i].store(t, Ordering::SeqCst);
+        };
+        let node = if pinned {
+            builder.main_thread_node(format!("n{i}"), body)
+        } else {
+            builder.node(format!("n{i}"), lane, body)
+        };
+        node.after(deps[i].iter().map(|d| format!("n{d}")));
+    }
+    (builder.build().unwrap(), deps)
+}
+
+#[test]
+fn random_dags_respect_dependencies_and_run_each_node_once() {
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for graph_no in 0..2_000 {
+        let n = 1 + rng.below(40) as usize;
+        let (mut graph, deps) = random_graph(&mut rng, n);
+        let log = Log {
+            clock: AtomicU64::new(0),
+            finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            pinned_off_thread: AtomicUsize::new(0),
+            frame_thread: Mutex::new(Some(thread::current().id())),
+        };
+        let frames = 3;
+        for _ in 0..frames {
+            log.clock.store(0, Ordering::SeqCst);
+            graph.run(&pool, &log).unwrap();
+            for (i, d) in deps.iter().enumerate() {
+                let at = log.finished_at[i].load(Ordering::SeqCst);
+                for &d in d {
+                    let dep_at = log.finished_at[d].load(Ordering::SeqCst);
+                    assert!(
+                        dep_at < at,
+                        "graph {graph_no}: n{d} must finish before n{i}"
+                    );
+                }
+            }
+        }
+        for (i, runs) in log.runs.iter().enumerate() {
+            assert_eq!(
+                runs.load(Ordering::SeqCst),
+                frames,
+                "graph {graph_no}: node n{i}"
+            );
+        }
+        assert_eq!(log.pinned_off_thread.load(Ordering::SeqCst), 0);
+        assert!(graph
+            .last_frame()
+            .nodes()
+            .iter()
+            .all(|t| t.outcome == NodeOutcome::Ran));
+    }
+}
+
+#[test]
+fn validation_names_the_problem() {
+    let mut b = TaskGraph::<()>::builder();
+    b.node("a", Lane::Normal, |_| {});
+    b.node("a", Lane::Normal, |_| {});
+    assert_eq!(
+        b.build().unwrap_err(),
+        GraphError::DuplicateNode("a".into())
+    );
+
+    let mut b = TaskGraph::<()>::builder();
+    b.node("a", Lane::Normal, |_| {}).after(["ghost"]);
+    let err = b.build().unwrap_err();
+    assert_eq!(
+        err,
+        GraphError::UnknownDependency {
+            node: "a".into(),
+            dependency: "ghost".into()
+        }
+    );
+    assert!(err.to_string().contains("ghost"));
+
+    let mut b = TaskGraph::<()>::builder();
+    b.node("root", Lane::Normal, |_| {});
+    b.node("a", Lane::Normal, |_| {}).after(["root", "c"]);
+    b.node("b", Lane::Normal, |_| {}).after(["a"]);
+    b.node("c", Lane::Normal, |_| {}).after(["b"]);
+    let GraphError::Cycle(mut cycle) = b.build().unwrap_err() else {
+        panic!("expected a cycle")
+    };
+    cycle.sort();
+    assert_eq!(cycle, ["a", "b", "c"]);
+
+    let mut b = TaskGraph::<()>::builder();
+    b.node("self", Lane::Normal, |_| {}).after(["self"]);
+    let err = b.build().unwrap_err();
+    assert_eq!(err, GraphError::Cycle(vec!["self".into()]));
+    assert_eq!(err.to_string(), r#"dependency cycle: "self" -> "self""#);
+}
+
+#[test]
+fn empty_graph_runs() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut graph = TaskGraph::<()>::builder().build().unwrap();
+    assert!(graph.is_empty());
+    let stats = graph.run(&pool, &()).unwrap();
+    assert!(stats.nodes().is_empty());
+    assert!(stats.critical_path().is_empty());
+}
+
+#[test]
+fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+    let mut b = TaskGraph::<AtomicBool>::builder();
+    for (name, deps) in [
+        ("input", &[][..]),
+        ("physics", &["input"][..]),
+        ("collide", &["physics"][..]),
+        ("render", &["collide", "audio"][..]),
+        ("audio", &["input"][..]),
+        ("ui", &[][..]),
+    ] {
+        let ran = ran.clone();
+        b.node(name, Lane::FrameCritical, move |cx| {
+            if name == "physics" && cx.data().load(Ordering::SeqCst) {
+                panic!("physics exploded in frame {}", cx.frame());
+            }
+            ran.lock().unwrap().push(name);
+        })
+        .after(deps.iter().copied());
+    }
+    let mut graph = b.build().unwrap();
+    let explode = AtomicBool::new(true);
+    let err: FrameError = graph.run(&pool, &explode).unwrap_err();
+    assert_eq!(err.frame, 0);
+    assert_eq!(
+        err.panicked,
+        vec![NodePanic {
+            node: "physics".into(),
+            message: "physics exploded in frame 0".into()
+        }]
+    );
+    assert_eq!(
+        err.skipped,
+        vec!["collide".to_string(), "render".to_string()]
+    );
+    assert!(err.to_string().contains("physics exploded"));
+    let mut ran_now = std::mem::take(&mut *ran.lock().unwrap());
+    ran_now.sort();
+    assert_eq!(ran_now, ["audio", "input", "ui"]);
+    let outcomes: Vec<_> = graph
+        .last_frame()
+        .nodes()
+        .iter()
+        .map(|n| n.outcome)
+        .collect();
+    use NodeOutcome::*;
+    assert_eq!(outcomes, [Ran, Panicked, Skipped, Skipped, Ran, Ran]);
+
+    explode.store(false, Ordering::SeqCst);
+    graph.run(&pool, &explode).unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 6);
+}
+
+/// Frame data is borrowed, not `'static`: here a struct built on the stack
+/// each frame, holding a reference to a vector that outlives the graph.
+#[test]
+fn nodes_borrow_frame_data_from_the_stack_and_fan_out() {
+    struct Frame<'a> {
+        positions: &'a Mutex<Vec<f32>>,
+        step: f32,
+        sum: AtomicU64,
+    }
+    let positions = Mutex::new(vec![0.0f32; 10_000]);
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let mut b = TaskGraph::<Frame<'_>>::builder();
+    b.node("integrate", Lane::FrameCritical, |cx| {
+        let step = cx.data().step;
+        let mut positions = cx.data().positions.lock().unwrap();
+        let chunks: Vec<Mutex<&mut [f32]>> = positions.chunks_mut(1000).map(Mutex::new).collect();
+        cx.pool().parallel_for(0..chunks.len(), 1, |c| {
+            for p in chunks[c].lock().unwrap().iter_mut() {
+                *p += step;
+            }
+        });
+    });
+    b.node("measure", Lane::FrameCritical, |cx| {
+        let positions = cx.data().positions.lock().unwrap();
+        let sum: f32 = positions.iter().sum();
+        cx.data().sum.store(sum as u64, Ordering::SeqCst);
+    })
+    .after(["integrate"]);
+    let mut graph = b.build().unwrap();
+
+    for frame in 1..=5u64 {
+        let data = Frame {
+            positions: &positions,
+            step: 1.0,
+            sum: AtomicU64::new(0),
+        };
+        graph.run(&pool, &data).unwrap();
+        assert_eq!(data.sum.load(Ordering::SeqCst), frame * 10_000);
+    }
+    drop(graph);
+    assert!(positions.into_inner().unwrap().iter().all(|&p| p == 5.0));
+}
+
+#[test]
+fn background_work_spans_frames_without_blocking_them() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let result = Arc::new(AtomicU64::new(0));
+    let mut b = TaskGraph::<()>::builder();
+    let (rel, res) = (release.clone(), result.clone());
+    let mut pending: Option<engine_tasks::JoinHandle<u64>> = None;
+    b.node("streamer", Lane::FrameCritical, move |cx| {
+        if cx.frame() == 0 {
+            let rel = rel.clone();
+            pending = Some(
+                cx.pool()
+                    .spawn(Lane::Background, move || {
+                        while !rel.load(Ordering::Acquire) {
+                            thread::yield_now();
+                        }
+                        99
+                    })
+                    .unwrap(),
+            );
+        } else if pending.as_ref().is_some_and(|h| h.is_finished()) {
+            res.store(pending.take().unwrap().join().unwrap(), Ordering::SeqCst);
+        }
+    });
+    let mut graph = b.build().unwrap();
+    // Frames complete while the background task is still running.
+    for _ in 0..10 {
+        graph.run(&pool, &()).unwrap();
+    }
+    assert_eq!(result.load(Ordering::SeqCst), 0);
+    release.store(true, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while result.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the result never arrived");
+        graph.run(&pool, &()).unwrap();
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(result.load(Ordering::SeqCst), 99);
+}
+
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// With the frame's thread as the only thread, the run order is the
+/// scheduler's choice alone: critical path first starts the long chain
+/// before the short nodes declared ahead of it; FIFO keeps declaration order.
+#[test]
+fn critical_path_first_starts_the_longest_chain() {
+    let pool = Pool::builder()
+        .threads(1)
+        .spawn_with(|_spec, _body| Err(std::io::Error::other("frame thread only")))
+        .build()
+        .unwrap();
+    for order in [ReadyOrder::CriticalPathFirst, ReadyOrder::Fifo] {
+        let mut b = TaskGraph::<Mutex<Vec<&'static str>>>::builder();
+        b.ready_order(order);
+        for name in ["short0", "short1", "short2"] {
+            b.node(name, Lane::FrameCritical, move |cx| {
+                cx.data().lock().unwrap().push(name)
+            });
+        }
+        b.node("long0", Lane::FrameCritical, |cx| {
+            cx.data().lock().unwrap().push("long0");
+            spin_for(Duration::from_micros(300));
+        });
+        b.node("long1", Lane::FrameCritical, |cx| {
+            cx.data().lock().unwrap().push("long1");
+            spin_for(Duration::from_micros(300));
+        })
+        .after(["long0"]);
+        let mut graph = b.build().unwrap();
+        let mut firsts = Vec::new();
+        let mut order_run = Vec::new();
+        for _ in 0..20 {
+            let log = Mutex::new(Vec::new());
+            graph.run(&pool, &log).unwrap();
+            order_run = log.into_inner().unwrap();
+            firsts.push(order_run[0]);
+        }
+        let late = &firsts[10..];
+        match order {
+            ReadyOrder::CriticalPathFirst => {
+                assert!(late.iter().all(|&f| f == "long0"), "{firsts:?}")
+            }
+            ReadyOrder::Fifo => assert!(late.iter().all(|&f| f != "long0"), "{firsts:?}"),
+        }
+        // One thread: the frame ends with the last node run, and the
+        // critical path is the chain that released it.
+        let stats = graph.last_frame();
+        let path: Vec<&str> = stats
+            .critical_path()
+            .iter()
+            .map(|&i| graph.node_name(i))
+            .collect();
+        match order {
+            ReadyOrder::CriticalPathFirst => {
+                // The short ones in order of their measured times.
+                assert_eq!(order_run[..2], ["long0", "long1"]);
+                assert_eq!(path, [order_run[4]]);
+            }
+            ReadyOrder::Fifo => {
+                assert_eq!(order_run, ["short0", "short1", "short2", "long0", "long1"]);
+                assert_eq!(path, ["long0", "long1"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn statistics_describe_the_frame() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let mut b = TaskGraph::<()>::builder();
+    b.node("a", Lane::FrameCritical, |_| {
+        spin_for(Duration::from_micros(200))
+    });
+    b.node("b", Lane::FrameCritical, |_| {
+        spin_for(Duration::from_micros(200))
+    })
+    .after(["a"]);
+    b.node("c", Lane::FrameCritical, |_| {
+        spin_for(Duration::from_micros(50))
+    })
+    .after(["a"]);
+    b.main_thread_node("present", |_| {}).after(["b", "c"]);
+    let mut graph = b.build().unwrap();
+    for _ in 0..5 {
+        graph.run(&pool, &()).unwrap();
+    }
+    let stats = graph.last_frame();
+    assert_eq!(stats.frame(), 4);
+    assert_eq!(stats.nodes().len(), 4);
+    assert!(stats.nodes()[0].duration >= Duration::from_micros(150));
+    assert!(stats.total_work() >= stats.critical_path_work());
+    let path: Vec<&str> = stats
+        .critical_path()
+        .iter()
+        .map(|&i| graph.node_name(i))
+        .collect();
+    assert_eq!(path.first(), Some(&"a"));
+    assert_eq!(path.last(), Some(&"present"));
+    // Busy time per slot adds up to the nodes' run time.
+    let busy: Duration = stats.thread_busy().iter().sum();
+    assert_eq!(busy, stats.total_work());
+    assert_eq!(stats.thread_busy().len(), pool.threads() + 1);
+    // The pinned node ran on the frame's thread: the guest slot.
+    assert_eq!(stats.nodes()[3].thread, Some(pool.threads()));
+    assert!(stats.wall_time() >= stats.critical_path_work() / 2);
+}
+
+#[test]
+fn graphs_run_when_no_thread_could_be_spawned() {
+    let pool = Pool::builder()
+        .threads(3)
+        .spawn_with(|_spec, _body| Err(std::io::Error::other("no threads today")))
+        .build()
+        .unwrap();
+    let (mut graph, deps) = random_graph(&mut Rng(7), 30);
+    let log = Log {
+        clock: AtomicU64::new(0),
+        finished_at: (0..30).map(|_| AtomicU64::new(0)).collect(),
+        runs: (0..30).map(|_| AtomicU64::new(0)).collect(),
+        pinned_off_thread: AtomicUsize::new(0),
+        frame_thread: Mutex::new(Some(thread::current().id())),
+    };
+    for _ in 0..3 {
+        graph.run(&pool, &log).unwrap();
+    }
+    assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 3));
+    assert_eq!(deps.len(), 30);
+    assert_eq!(pool.stats().threads_started, 0);
+}
+
+/// Several outside threads run graphs on one pool at once: one holds the
+/// guest slot, the others wait without one, and pinned nodes still run on
+/// each graph's own frame thread.
+#[test]
+fn concurrent_frames_from_outside_threads() {
+    let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|seed| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut rng = Rng(seed * 7919 + 3);
+                for _ in 0..100 {
+                    let n = 1 + rng.below(30) as usize;
+                    let (mut graph, _) = random_graph(&mut rng, n);
+                    let log = Log {
+                        clock: AtomicU64::new(0),
+                        finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                        runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                        pinned_off_thread: AtomicUsize::new(0),
+                        frame_thread: Mutex::new(Some(thread::current().id())),
+                    };
+                    graph.run(&pool, &log).unwrap();
+                    assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 1));
+                    assert_eq!(log.pinned_off_thread.load(Ordering::SeqCst), 0);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// A graph run from inside a pool task (a worker is the frame's thread).
+#[test]
+fn a_graph_can_run_inside_a_task() {
+    let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
+    let inner = pool.clone();
+    let handle = pool
+        .spawn(Lane::Normal, move || {
+            let (mut graph, _) = random_graph(&mut Rng(99), 25);
+            let log = Log {
+                clock: AtomicU64::new(0),
+                finished_at: (0..25).map(|_| AtomicU64::new(0)).collect(),
+                runs: (0..25).map(|_| AtomicU64::new(0)).collect(),
+                pinned_off_thread: AtomicUsize::new(0),
+                frame_thread: Mutex::new(Some(thread::current().id())),
+            };
+            for _ in 0..10 {
+                graph.run(&inner, &log).unwrap();
+            }
+            let ok = log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 10);
+            ok && log.pinned_off_thread.load(Ordering::SeqCst) == 0
+        })
+        .unwrap();
+    assert!(handle.join().unwrap());
+}
