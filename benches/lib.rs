@@ -124,3 +124,88 @@ impl CountDown {
         }
     }
 }
+
+/// A fixed random DAG in layers: node `i` of layer `l > 0` depends on 1 to 3
+/// distinct nodes of layer `l - 1` (the first layer has no dependencies).
+/// Returns each node's dependencies; nodes are numbered layer by layer, so
+/// the numbering is a topological order. Deterministic for a given seed.
+pub fn layered_dag(layers: usize, width: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut state = seed | 1;
+    let mut next = move |n: usize| {
+        // xorshift64*: plenty for picking edges.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    };
+    let mut deps = Vec::with_capacity(layers * width);
+    for layer in 0..layers {
+        for _ in 0..width {
+            if layer == 0 {
+                deps.push(Vec::new());
+                continue;
+            }
+            let count = 1 + next(3);
+            let mut d: Vec<usize> = Vec::with_capacity(count);
+            while d.len() < count.min(width) {
+                let pick = (layer - 1) * width + next(width);
+                if !d.contains(&pick) {
+                    d.push(pick);
+                }
+            }
+            d.sort_unstable();
+            deps.push(d);
+        }
+    }
+    deps
+}
+
+/// Calibrated busy work: a dependent chain of integer operations that the
+/// compiler cannot remove, sized in nanoseconds on this machine.
+#[derive(Copy, Clone, Debug)]
+pub struct Work {
+    iterations: u64,
+}
+
+/// Runs `iterations` rounds of a multiply-xorshift chain.
+#[inline(never)]
+pub fn spin(iterations: u64) -> u64 {
+    let mut x = std::hint::black_box(0x9E37_79B9_7F4A_7C15u64);
+    for _ in 0..iterations {
+        x = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        x ^= x >> 29;
+    }
+    std::hint::black_box(x)
+}
+
+impl Work {
+    /// Work that takes about `nanos` ns; measured once (median of 9 runs of
+    /// 2 ms) when first asked for.
+    pub fn nanos(nanos: u64) -> Work {
+        use std::sync::OnceLock;
+        static PER_NANO: OnceLock<f64> = OnceLock::new();
+        let per_nano = *PER_NANO.get_or_init(|| {
+            let probe = 200_000;
+            let mut rates: Vec<f64> = (0..9)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    spin(probe);
+                    probe as f64 / start.elapsed().as_nanos() as f64
+                })
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            rates[4]
+        });
+        Work {
+            iterations: (nanos as f64 * per_nano).round() as u64,
+        }
+    }
+
+    /// Does the work.
+    #[inline]
+    pub fn run(self) {
+        if self.iterations > 0 {
+            spin(self.iterations);
+        }
+    }
+}

@@ -13,7 +13,7 @@
 //! clock source when it is. On a machine where it is not, node times are
 //! noisy, never unsafe.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Reads the tick counter.
 #[inline(always)]
@@ -69,7 +69,7 @@ impl TickRate {
         }
     }
 
-    pub(crate) fn to_duration(&self, ticks: u64) -> Duration {
-        Duration::from_nanos((ticks as f64 * self.nanos_per_tick) as u64)
+    pub(crate) fn nanos_per_tick(&self) -> f64 {
+        self.nanos_per_tick
     }
 }

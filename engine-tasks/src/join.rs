@@ -178,3 +178,33 @@ where
         || parallel_for_in(shared, high, grain, f),
     );
 }
+
+/// Calls `f(k, chunk)` for the `k`-th piece of `data` of `chunk_len` items
+/// (the last may be shorter; a `chunk_len` of 0 counts as 1), halving the
+/// slice with `join` so that every piece is a disjoint `&mut`.
+pub(crate) fn parallel_chunks_in<T, F>(
+    shared: &Shared,
+    data: &mut [T],
+    chunk_len: usize,
+    first: usize,
+    f: &F,
+) where
+    T: Send,
+    F: Fn(usize, &mut [T]) + Sync,
+{
+    let chunk_len = chunk_len.max(1);
+    let chunks = data.len().div_ceil(chunk_len);
+    if chunks <= 1 {
+        if !data.is_empty() {
+            f(first, data);
+        }
+        return;
+    }
+    let low_chunks = chunks / 2;
+    let (low, high) = data.split_at_mut(low_chunks * chunk_len);
+    join_in(
+        shared,
+        || parallel_chunks_in(shared, low, chunk_len, first, f),
+        || parallel_chunks_in(shared, high, chunk_len, first + low_chunks, f),
+    );
+}

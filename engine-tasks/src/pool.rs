@@ -451,6 +451,18 @@ impl PoolHandle {
         fork_join::parallel_for_in(&self.shared, range, grain, &f);
     }
 
+    /// Calls `f(k, chunk)` in parallel for each `k`-th piece of `data` of
+    /// `chunk_len` items (the last piece may be shorter), each a disjoint
+    /// `&mut`, and returns when all are done: the mutable counterpart of
+    /// [`parallel_for`](Self::parallel_for).
+    pub fn parallel_chunks_mut<T, F>(&self, data: &mut [T], chunk_len: usize, f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Send + Sync,
+    {
+        fork_join::parallel_chunks_in(&self.shared, data, chunk_len, 0, &f);
+    }
+
     /// A lock-free snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
         self.shared.stats()

@@ -5,6 +5,7 @@
 //! and no lock prefix on the hot path. Readers see each counter atomically;
 //! a snapshot is not one instant across counters.
 
+use crate::clock;
 use crate::lane::Lane;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -66,9 +67,42 @@ pub(crate) struct SlotCounters {
     pub(crate) lanes: [LaneCounters; Lane::COUNT],
     pub(crate) parks: Counter,
     pub(crate) unparks: Counter,
+    /// Clock ticks spent parked, over finished parks.
+    parked_ticks: Counter,
+    /// When the current park began (`0`: not parked).
+    parked_since: AtomicU64,
 }
 
 impl SlotCounters {
+    /// The slot's owner is about to park.
+    pub(crate) fn begin_park(&self) {
+        self.parks.bump();
+        // Relaxed: a statistic; `max(1)` keeps 0 meaning "awake".
+        self.parked_since
+            .store(clock::ticks().max(1), Ordering::Relaxed);
+    }
+
+    /// The slot's owner woke up.
+    pub(crate) fn end_park(&self) {
+        self.unparks.bump();
+        // Relaxed: a statistic.
+        let since = self.parked_since.swap(0, Ordering::Relaxed);
+        self.parked_ticks.add(clock::ticks().saturating_sub(since));
+    }
+
+    /// Ticks parked up to `now`, including a park still going on. Racy by
+    /// one park's worth at most, which is fine for statistics.
+    pub(crate) fn parked_ticks_at(&self, now: u64) -> u64 {
+        // Relaxed: a statistic.
+        let since = self.parked_since.load(Ordering::Relaxed);
+        let current = if since == 0 {
+            0
+        } else {
+            now.saturating_sub(since)
+        };
+        self.parked_ticks.get() + current
+    }
+
     pub(crate) fn snapshot(&self) -> ThreadStats {
         ThreadStats {
             lanes: std::array::from_fn(|i| self.lanes[i].snapshot()),

@@ -222,10 +222,15 @@ impl<'a> Local<'a> {
         self.slot.counters.lanes[lane.index()].spawned.bump();
     }
 
-    /// Advertises and announces the tasks of `lane` that `push_quiet` queued.
-    pub(crate) fn notify_pushed(&self, lane: Lane) {
+    /// Advertises the tasks of `lane` that `push_quiet` queued to thieves,
+    /// and with `wake` also wakes a sleeping thread for them. Without `wake`
+    /// the caller must run a search that reaches `lane` before this thread
+    /// parks (then nothing is stranded).
+    pub(crate) fn notify_pushed(&self, lane: Lane, wake: bool) {
         self.advertise(lane);
-        self.shared.notify(lane);
+        if wake {
+            self.shared.notify(lane);
+        }
     }
 
     fn push_ring(&self, lane: Lane, task: TaskRef) {
@@ -565,12 +570,12 @@ impl<'a> Local<'a> {
                 self.shared.notify(lane);
             }
         }
-        self.slot.counters.parks.bump();
+        self.slot.counters.begin_park();
         {
             let _span = instrument::park(self.index);
             sleep.park(self.index);
         }
-        self.slot.counters.unparks.bump();
+        self.slot.counters.end_park();
         self.searching.set(sleep.unidle(self.index, floor));
         Idle::Woke
     }

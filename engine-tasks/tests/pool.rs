@@ -507,3 +507,29 @@ fn a_panicking_spawn_function_counts_as_a_failed_spawn() {
     assert_eq!(h.join().unwrap(), 1);
     assert_eq!(pool.stats().spawn_failures, 1);
 }
+
+#[test]
+fn parallel_chunks_mut_hands_out_every_item_once() {
+    let pool = pool(2);
+    for (len, chunk) in [
+        (0usize, 4usize),
+        (1, 4),
+        (10, 3),
+        (1000, 7),
+        (4096, 64),
+        (5, 0),
+    ] {
+        let mut data = vec![0u32; len];
+        let seen = AtomicUsize::new(0);
+        pool.parallel_chunks_mut(&mut data, chunk, |k, piece| {
+            let chunk = chunk.max(1);
+            assert!(piece.len() <= chunk && !piece.is_empty());
+            for (j, x) in piece.iter_mut().enumerate() {
+                *x += (k * chunk + j) as u32 + 1;
+            }
+            seen.fetch_add(piece.len(), Ordering::Relaxed);
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), len);
+        assert!(data.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
+    }
+}

@@ -20,7 +20,7 @@
 //! access a task makes to them.
 
 use super::build::Topology;
-use super::stats::{FrameStats, NodeOutcome, RawNode};
+use super::stats::{FrameStats, NodeOutcome, RawTiming};
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::instrument;
@@ -40,7 +40,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, Thread};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// "No slot" for thread indices, and "no node" for `released_by`.
 const NONE: u32 = u32::MAX;
@@ -51,10 +51,22 @@ const NONE: u32 = u32::MAX;
 /// (a few ns per node) out of the per-node overhead.
 const REPRIORITIZE_EVERY: u64 = 8;
 
+/// Queueing a node wakes a sleeping thread only if the whole frame is
+/// expected to take at least this much work (the sum of the smoothed node
+/// times). Waking a parked thread costs the waker a futex syscall and the
+/// sleeper tens of microseconds before it runs on this VM; a frame of less
+/// work than that is over sooner on the threads already awake. Awake
+/// threads still steal the queued nodes.
+const WAKE_WORTH_NANOS: f64 = 20_000.0;
+
 struct Node<C: ?Sized> {
     name: Box<str>,
     lane: Lane,
     pinned: bool,
+    /// Whether queueing this node wakes a sleeping thread (see
+    /// [`WAKE_WORTH_NANOS`]); set between frames. Per node, so that a
+    /// finer rule needs no new field.
+    wakes: bool,
     body: UnsafeCell<Body<C>>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
@@ -119,6 +131,8 @@ struct Shared<C: ?Sized> {
     /// Reordered by priority between frames only.
     successors: Box<[u32]>,
     inline_successors: bool,
+    /// Read the clock around every node.
+    timed: bool,
     done: Latch,
     inbox: TaskQueue,
     failed: AtomicBool,
@@ -144,12 +158,14 @@ pub(super) struct Runtime<C: ?Sized> {
     sinks: usize,
     /// The least urgent lane among the nodes that any thread may run.
     floor: Lane,
-    /// Smoothed node times in nanoseconds, and the priorities made of them.
+    /// Smoothed node times in clock ticks, and the priorities made of them.
     estimate: Box<[u64]>,
     priority: Box<[u64]>,
     frames: u64,
     rate: TickRate,
     stats: FrameStats,
+    /// Each pool slot's parked ticks when the frame began.
+    parked_before: Vec<u64>,
 }
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
@@ -167,7 +183,12 @@ impl<C: ?Sized> Drop for Runtime<C> {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    pub(super) fn new(specs: Vec<NodeSpec<C>>, topology: Topology, order: ReadyOrder) -> Self {
+    pub(super) fn new(
+        specs: Vec<NodeSpec<C>>,
+        topology: Topology,
+        order: ReadyOrder,
+        timed: bool,
+    ) -> Self {
         let n = specs.len();
         let floor = specs
             .iter()
@@ -181,6 +202,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 name: s.name.into(),
                 lane: s.lane,
                 pinned: s.pinned,
+                wakes: true,
                 body: UnsafeCell::new(s.body),
                 panic: Mutex::new(None),
             })
@@ -200,6 +222,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             successor_start: topology.successor_start,
             successors: topology.successors,
             inline_successors: order == ReadyOrder::CriticalPathFirst,
+            timed,
             done: Latch::new(0),
             inbox: TaskQueue::new(),
             failed: AtomicBool::new(false),
@@ -235,6 +258,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             frames: 0,
             rate: TickRate::new(),
             stats: FrameStats::with_nodes(n),
+            parked_before: Vec::new(),
         };
         runtime.reprioritize();
         runtime
@@ -277,8 +301,15 @@ impl<C: ?Sized + Sync> Runtime<C> {
         shared.inputs.number = number;
 
         let steals_before = pool_shared.stolen_tasks_total();
+        let slots = pool_shared.slots.len();
+        if self.parked_before.len() != slots {
+            self.parked_before.resize(slots, 0);
+        }
         let started = Instant::now();
         let start_tick = clock::ticks();
+        for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
+            *before = slot.counters.parked_ticks_at(start_tick);
+        }
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         if !roots.is_empty() {
             worker::with_slot(pool_shared, |local| {
@@ -292,7 +323,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
                 let _guard = AbortOnUnwind("while task-graph nodes were queued");
-                let mut pushed = 0u8;
+                let mut pushed = Pushed::default();
                 for &root in roots.iter() {
                     let node = &shared.nodes[root as usize];
                     let task = shared.task(root);
@@ -300,13 +331,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
                         shared.inbox.push(task);
                     } else if let Some(local) = local {
                         local.push_quiet(node.lane, task);
-                        pushed |= 1 << node.lane.index();
+                        pushed.add(node);
                     } else {
                         pool_shared.inject_structured(node.lane, task);
                     }
                 }
                 if let Some(local) = local {
-                    notify_lanes(local, pushed);
+                    pushed.notify(local);
                     local.wait_frame(&shared.done, floor, &shared.inbox);
                 } else {
                     worker::wait_without_slot(
@@ -323,14 +354,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.rate.observe(started, start_tick);
         self.rate.observe(ended, end_tick);
         let steals = pool_shared.stolen_tasks_total() - steals_before;
-        self.record(
-            number,
-            ended - started,
-            start_tick,
-            steals,
-            pool_shared.slots.len(),
-        );
-        if self.order == ReadyOrder::CriticalPathFirst {
+        self.record(number, ended - started, start_tick, steals, slots);
+        // Parked time per slot, for the slots that ran: started workers and
+        // the frame's thread.
+        let workers = pool_shared.threads_started();
+        let frame_slot = self.shared_mut().inputs.thread_slot as usize;
+        let before = &self.parked_before;
+        self.stats.record_parked(|slot| {
+            let active = slot < workers || slot == frame_slot;
+            let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
+            active.then(|| parked.saturating_sub(before[slot]))
+        });
+        if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
             self.update_estimates();
             if number % REPRIORITIZE_EVERY == 0 {
                 self.reprioritize();
@@ -343,43 +378,37 @@ impl<C: ?Sized + Sync> Runtime<C> {
         Ok(&self.stats)
     }
 
-    fn record(
-        &mut self,
-        number: u64,
-        wall: std::time::Duration,
-        start_tick: u64,
-        steals: u64,
-        slots: usize,
-    ) {
+    fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
         // SAFETY: between frames (see `shared_mut`); a shared borrow of the
         // graph alongside the statistics.
         let shared = unsafe { self.shared.as_ref() };
         let raw = |i: usize| {
             let s = &shared.states[i];
             // Relaxed: the frame latch's acquire ordered these writes.
-            RawNode {
+            let timing = RawTiming {
                 start: s.start.load(Ordering::Relaxed),
                 end: s.end.load(Ordering::Relaxed),
                 thread: s.thread.load(Ordering::Relaxed),
-                released_by: s.released_by.load(Ordering::Relaxed),
                 outcome: NodeOutcome::from_u8(s.outcome.load(Ordering::Relaxed)),
-                sink: shared.successor_start[i] == shared.successor_start[i + 1],
-            }
+            };
+            let sink = shared.successor_start[i] == shared.successor_start[i + 1];
+            (timing, s.released_by.load(Ordering::Relaxed), sink)
         };
+        let nanos_per_tick = self.rate.nanos_per_tick();
         self.stats
-            .record(number, wall, start_tick, steals, slots, &self.rate, raw);
+            .record(number, wall, start_tick, nanos_per_tick, steals, slots, raw);
     }
 
     /// Folds this frame's node times into the smoothed estimates
     /// (exponential average, weight 1/4 for the newest frame).
     fn update_estimates(&mut self) {
         let first = self.frames == 1;
-        for (estimate, timing) in self.estimate.iter_mut().zip(self.stats.nodes()) {
-            let nanos = timing.duration.as_nanos() as u64;
+        for (i, estimate) in self.estimate.iter_mut().enumerate() {
+            let ticks = self.stats.ticks_of(i);
             *estimate = if first {
-                nanos
+                ticks
             } else {
-                *estimate - *estimate / 4 + nanos / 4
+                *estimate - *estimate / 4 + ticks / 4
             };
         }
     }
@@ -402,6 +431,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 .map(|&s| priority[s as usize])
                 .max();
             priority[i] = self.estimate[i] + 1 + after.unwrap_or(0);
+        }
+        // Untimed graphs have no estimates: every node wakes.
+        let wake_ticks = if shared.timed {
+            (WAKE_WORTH_NANOS / self.rate.nanos_per_tick()) as u64
+        } else {
+            0
+        };
+        let total: u64 = self.estimate.iter().sum();
+        for node in shared.nodes.iter_mut() {
+            node.wakes = total >= wake_ticks;
         }
         let key = |&i: &u32| (std::cmp::Reverse(priority[i as usize]), i);
         for i in 0..shared.nodes.len() {
@@ -482,9 +521,11 @@ impl<C: ?Sized + Sync> Shared<C> {
                 &*inputs.pool,
             )
         };
+        let timed = self.timed;
+        let now = || if timed { clock::ticks() } else { 0 };
         let mut index = first;
         let mut lane = task_lane;
-        let mut start = clock::ticks();
+        let mut start = now();
         loop {
             let node = &self.nodes[index as usize];
             let state = &self.states[index as usize];
@@ -522,7 +563,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                     }
                 }
             };
-            let end = clock::ticks();
+            let end = now();
             // Relaxed: statistics, read after the frame latch.
             state.start.store(start, Ordering::Relaxed);
             state.end.store(end, Ordering::Relaxed);
@@ -536,17 +577,14 @@ impl<C: ?Sized + Sync> Shared<C> {
                 break;
             }
             let mut next = None;
-            let mut pushed = 0u8;
+            let mut pushed = Pushed::default();
             for &s in &self.successors[range] {
                 let succ_state = &self.states[s as usize];
                 if !ok {
                     // Relaxed: published by the decrement below.
                     succ_state.poisoned.store(true, Ordering::Relaxed);
                 }
-                // AcqRel: release publishes this node's effects (and the
-                // poison flag); the final decrement acquires every
-                // predecessor's before the successor runs.
-                if succ_state.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
+                if !succ_state.release() {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
@@ -568,13 +606,21 @@ impl<C: ?Sized + Sync> Shared<C> {
                     next = Some(s);
                 } else if let Some(local) = local {
                     local.push_quiet(succ.lane, task);
-                    pushed |= 1 << succ.lane.index();
+                    // A node no more urgent than this task's lane may skip
+                    // the wake-up: this thread's own search (or the wait it
+                    // runs in, whose floor is at least this lane) reaches it
+                    // before the thread parks.
+                    if succ.lane > lane {
+                        pushed.add_waking(succ.lane);
+                    } else {
+                        pushed.add(succ);
+                    }
                 } else {
                     pool.shared().inject_structured(succ.lane, task);
                 }
             }
             if let Some(local) = local {
-                notify_lanes(local, pushed);
+                pushed.notify(local);
             }
             let Some(s) = next else { break };
             index = s;
@@ -592,10 +638,50 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 }
 
-fn notify_lanes(local: &Local<'_>, pushed: u8) {
-    for lane in Lane::ALL {
-        if pushed & (1 << lane.index()) != 0 {
-            local.notify_pushed(lane);
+impl NodeState {
+    /// Counts one finished dependency; `true` for the last one, whose caller
+    /// now owns the node for the frame.
+    #[inline]
+    fn release(&self) -> bool {
+        // A count of 1 is ours alone: only unfinished dependencies count
+        // down, and we are the last. Then skip the read-modify-write (about
+        // half of all releases). Acquire: pairs with the AcqRel decrements of
+        // the other dependencies, so their effects are visible to the node.
+        if self.pending.load(Ordering::Acquire) == 1 {
+            return true;
+        }
+        // AcqRel: release publishes this dependency's effects (and the
+        // poison flag); the final decrement acquires every earlier one's.
+        self.pending.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
+
+/// Lanes that got tasks in one release, and which of them need a wake-up.
+#[derive(Default)]
+struct Pushed {
+    lanes: u8,
+    waking: u8,
+}
+
+impl Pushed {
+    fn add<C: ?Sized>(&mut self, node: &Node<C>) {
+        self.lanes |= 1 << node.lane.index();
+        if node.wakes {
+            self.waking |= 1 << node.lane.index();
+        }
+    }
+
+    fn add_waking(&mut self, lane: Lane) {
+        self.lanes |= 1 << lane.index();
+        self.waking |= 1 << lane.index();
+    }
+
+    fn notify(&self, local: &Local<'_>) {
+        for lane in Lane::ALL {
+            let bit = 1 << lane.index();
+            if self.lanes & bit != 0 {
+                local.notify_pushed(lane, self.waking & bit != 0);
+            }
         }
     }
 }

@@ -1,6 +1,5 @@
 //! Per-frame statistics of a task graph, rewritten in place every frame.
 
-use crate::clock::TickRate;
 use std::time::Duration;
 
 /// How a node's frame went.
@@ -40,27 +39,31 @@ pub struct NodeTiming {
     pub outcome: NodeOutcome,
 }
 
-/// What the runtime read about a node after a frame.
-pub(super) struct RawNode {
+/// What a frame recorded about a node, in clock ticks.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct RawTiming {
     pub(super) start: u64,
     pub(super) end: u64,
     pub(super) thread: u32,
-    pub(super) released_by: u32,
     pub(super) outcome: NodeOutcome,
-    pub(super) sink: bool,
 }
 
 /// Statistics of the last frame of a graph; see
-/// [`TaskGraph::last_frame`](super::TaskGraph::last_frame). Reading them
-/// allocates nothing, and neither does recording them after the first frame.
+/// [`TaskGraph::last_frame`](super::TaskGraph::last_frame). Recording them
+/// after a frame allocates nothing and costs a copy of the raw clock ticks
+/// plus a walk of the critical path; times are converted when read.
 #[derive(Clone, Debug)]
 pub struct FrameStats {
     frame: u64,
     wall: Duration,
-    nodes: Vec<NodeTiming>,
+    frame_start: u64,
+    nanos_per_tick: f64,
+    raw: Vec<RawTiming>,
     critical_path: Vec<usize>,
-    critical_path_work: Duration,
-    busy: Vec<Duration>,
+    slots: usize,
+    /// Ticks each slot spent parked during the frame; `None` for slots
+    /// without a thread in the frame.
+    parked: Vec<Option<u64>>,
     steals: u64,
 }
 
@@ -69,18 +72,20 @@ impl FrameStats {
         FrameStats {
             frame: 0,
             wall: Duration::ZERO,
-            nodes: vec![
-                NodeTiming {
-                    start: Duration::ZERO,
-                    duration: Duration::ZERO,
-                    thread: None,
+            frame_start: 0,
+            nanos_per_tick: 0.0,
+            raw: vec![
+                RawTiming {
+                    start: 0,
+                    end: 0,
+                    thread: u32::MAX,
                     outcome: NodeOutcome::Skipped,
                 };
                 n
             ],
             critical_path: Vec::with_capacity(n),
-            critical_path_work: Duration::ZERO,
-            busy: Vec::new(),
+            slots: 0,
+            parked: Vec::new(),
             steals: 0,
         }
     }
@@ -95,9 +100,24 @@ impl FrameStats {
         self.wall
     }
 
-    /// Per node, in declaration order.
-    pub fn nodes(&self) -> &[NodeTiming] {
-        &self.nodes
+    fn ticks(&self, ticks: u64) -> Duration {
+        Duration::from_nanos((ticks as f64 * self.nanos_per_tick) as u64)
+    }
+
+    /// Node `index` (declaration order). Panics if out of range.
+    pub fn node(&self, index: usize) -> NodeTiming {
+        let raw = self.raw[index];
+        NodeTiming {
+            start: self.ticks(raw.start.saturating_sub(self.frame_start)),
+            duration: self.ticks(raw.end.saturating_sub(raw.start)),
+            thread: (raw.thread != u32::MAX).then_some(raw.thread as usize),
+            outcome: raw.outcome,
+        }
+    }
+
+    /// Every node, in declaration order.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeTiming> + '_ {
+        (0..self.raw.len()).map(|i| self.node(i))
     }
 
     /// The chain of nodes that decided when the frame ended, first to last:
@@ -109,28 +129,54 @@ impl FrameStats {
 
     /// The summed run time of the nodes on the critical path.
     pub fn critical_path_work(&self) -> Duration {
-        self.critical_path_work
+        self.critical_path
+            .iter()
+            .map(|&i| self.node(i).duration)
+            .sum()
     }
 
     /// The summed run time of every node.
     pub fn total_work(&self) -> Duration {
-        self.nodes.iter().map(|n| n.duration).sum()
+        self.nodes().map(|n| n.duration).sum()
     }
 
-    /// Time each pool slot spent running nodes, indexed by slot: slots
-    /// `0..threads` are the pool's workers, the last one is the pool's guest
-    /// slot, which the frame's thread uses when it is not a worker.
-    pub fn thread_busy(&self) -> &[Duration] {
-        &self.busy
+    /// Number of pool slots: the pool's workers, then its guest slot, which
+    /// the frame's thread uses when it is not a worker.
+    pub fn slots(&self) -> usize {
+        self.slots
     }
 
-    /// `thread_busy` as a fraction of the frame's wall time.
+    /// Time pool slot `slot` spent running nodes in the frame (node bodies,
+    /// so a node that waits for its `parallel_for` counts the whole wait
+    /// while the pieces other threads ran count for none of them; see
+    /// [`awake`](Self::awake) for how busy a thread was).
+    pub fn thread_busy(&self, slot: usize) -> Duration {
+        let ticks: u64 = self
+            .raw
+            .iter()
+            .filter(|r| r.thread as usize == slot)
+            .map(|r| r.end.saturating_sub(r.start))
+            .sum();
+        self.ticks(ticks)
+    }
+
+    /// Time pool slot `slot` was not parked during the frame: running
+    /// nodes, tasks they spawned, other work, or searching for work. `None`
+    /// if no thread used the slot (a worker not started, or the guest slot
+    /// when a worker ran the frame).
+    pub fn awake(&self, slot: usize) -> Option<Duration> {
+        let parked = (*self.parked.get(slot)?)?;
+        Some(self.wall.saturating_sub(self.ticks(parked)))
+    }
+
+    /// [`awake`](Self::awake) as a fraction of the frame's wall time (0 for
+    /// unused slots).
     pub fn utilisation(&self, slot: usize) -> f64 {
         let wall = self.wall.as_secs_f64();
-        if wall == 0.0 {
-            return 0.0;
+        match self.awake(slot) {
+            Some(awake) if wall > 0.0 => awake.as_secs_f64() / wall,
+            _ => 0.0,
         }
-        self.busy.get(slot).map_or(0.0, |b| b.as_secs_f64() / wall)
     }
 
     /// Tasks stolen in the pool during the frame (by any thread, for any
@@ -139,51 +185,56 @@ impl FrameStats {
         self.steals
     }
 
+    /// Copies the frame's raw timings (`raw(i)` gives node `i`'s and the
+    /// node that released it) and walks the critical path back from the
+    /// sink that finished last.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
         frame: u64,
         wall: Duration,
         frame_start: u64,
+        nanos_per_tick: f64,
         steals: u64,
         slots: usize,
-        rate: &TickRate,
-        raw: impl Fn(usize) -> RawNode,
+        raw: impl Fn(usize) -> (RawTiming, u32, bool),
     ) {
         self.frame = frame;
         self.wall = wall;
+        self.frame_start = frame_start;
+        self.nanos_per_tick = nanos_per_tick;
         self.steals = steals;
-        if self.busy.len() != slots {
-            self.busy.resize(slots, Duration::ZERO);
-        }
-        self.busy.fill(Duration::ZERO);
+        self.slots = slots;
         let mut last: Option<(usize, u64)> = None;
-        for i in 0..self.nodes.len() {
-            let node = raw(i);
-            let duration = rate.to_duration(node.end.saturating_sub(node.start));
-            let thread = (node.thread != u32::MAX).then_some(node.thread as usize);
-            self.nodes[i] = NodeTiming {
-                start: rate.to_duration(node.start.saturating_sub(frame_start)),
-                duration,
-                thread,
-                outcome: node.outcome,
-            };
-            if let Some(busy) = thread.and_then(|t| self.busy.get_mut(t)) {
-                *busy += duration;
-            }
-            if node.sink && last.is_none_or(|(_, end)| node.end > end) {
-                last = Some((i, node.end));
+        for i in 0..self.raw.len() {
+            let (timing, _, sink) = raw(i);
+            self.raw[i] = timing;
+            if sink && last.is_none_or(|(_, end)| timing.end > end) {
+                last = Some((i, timing.end));
             }
         }
         self.critical_path.clear();
-        self.critical_path_work = Duration::ZERO;
         let mut at = last.map(|(i, _)| i);
         while let Some(i) = at {
             self.critical_path.push(i);
-            self.critical_path_work += self.nodes[i].duration;
-            let by = raw(i).released_by;
+            let (_, by, _) = raw(i);
             at = (by != u32::MAX).then_some(by as usize);
         }
         self.critical_path.reverse();
+    }
+
+    /// Stores each slot's parked ticks (`parked(slot)`) for the frame.
+    pub(super) fn record_parked(&mut self, parked: impl Fn(usize) -> Option<u64>) {
+        if self.parked.len() != self.slots {
+            self.parked.resize(self.slots, None);
+        }
+        for (slot, p) in self.parked.iter_mut().enumerate() {
+            *p = parked(slot);
+        }
+    }
+
+    /// Node `i`'s run time in ticks.
+    pub(super) fn ticks_of(&self, i: usize) -> u64 {
+        self.raw[i].end.saturating_sub(self.raw[i].start)
     }
 }
