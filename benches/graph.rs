@@ -7,6 +7,8 @@
 //!    `Schedule` with its multi-threaded and single-threaded executors (256
 //!    systems in 256 system sets, ordered by the same edges), a rayon-scope
 //!    runner with atomic in-degree counters, and a plain sequential loop.
+//!    `engine-tasks-untimed` is the same graph built with
+//!    `measure_nodes(false)`: no clock reads per node.
 //! 2. `skewed`: critical path first against FIFO on a graph whose long chain
 //!    (8 nodes of 50 µs) is declared after 64 independent nodes of 10 µs.
 //!    With two threads the lower bound is max(400 µs, 1040 µs / 2) = 520 µs.
@@ -23,9 +25,9 @@ const LAYERS: usize = 16;
 const WIDTH: usize = 16;
 const SEED: u64 = 0x0005_EED0_FDA6;
 
-fn graph_of(deps: &[Vec<usize>], work: &[Work], order: ReadyOrder) -> TaskGraph<()> {
+fn graph_of(deps: &[Vec<usize>], work: &[Work], order: ReadyOrder, timed: bool) -> TaskGraph<()> {
     let mut b = TaskGraph::<()>::builder();
-    b.ready_order(order);
+    b.ready_order(order).measure_nodes(timed);
     for (i, d) in deps.iter().enumerate() {
         let w = work[i];
         b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())
@@ -124,10 +126,18 @@ fn dag256(c: &mut Criterion) {
         group.warm_up_time(Duration::from_secs(1));
         group.measurement_time(Duration::from_secs(3));
 
-        let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst);
+        let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
         group.bench_function("engine-tasks", |b| {
             b.iter(|| {
                 graph.run(&pool, &()).unwrap();
+            })
+        });
+
+        // The same graph without per-node clock reads (no node times).
+        let mut untimed = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, false);
+        group.bench_function("engine-tasks-untimed", |b| {
+            b.iter(|| {
+                untimed.run(&pool, &()).unwrap();
             })
         });
 
@@ -175,7 +185,7 @@ fn skewed(c: &mut Criterion) {
         ("critical-path-first", ReadyOrder::CriticalPathFirst),
         ("fifo", ReadyOrder::Fifo),
     ] {
-        let mut graph = graph_of(&deps, &work, order);
+        let mut graph = graph_of(&deps, &work, order, true);
         group.bench_function(BenchmarkId::new("engine-tasks", name), |b| {
             b.iter(|| {
                 graph.run(&pool, &()).unwrap();

@@ -10,7 +10,7 @@
 //! (add a count, e.g. `-- 5`, to repeat each measurement and report the median).
 
 use engine_tasks::Pool;
-use engine_tasks_benches::{threads, CountDown, GlobalQueuePool};
+use engine_tasks_benches::{cpu_micros, threads, CountDown, GlobalQueuePool};
 use std::process::Command;
 use std::time::Duration;
 
@@ -23,17 +23,6 @@ const PEERS: [&str; 6] = [
     "global-queue",
 ];
 const BURST: usize = 100_000;
-
-fn cpu_micros() -> u64 {
-    // SAFETY: getrusage writes into the zeroed struct we pass.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    micros(usage.ru_utime) + micros(usage.ru_stime)
-}
 
 /// Sleeps one second and returns the CPU time the process used meanwhile.
 fn idle_second() -> u64 {

@@ -125,6 +125,18 @@ impl CountDown {
     }
 }
 
+/// User plus system CPU time of this process so far, in microseconds.
+pub fn cpu_micros() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    micros(usage.ru_utime) + micros(usage.ru_stime)
+}
+
 /// A fixed random DAG in layers: node `i` of layer `l > 0` depends on 1 to 3
 /// distinct nodes of layer `l - 1` (the first layer has no dependencies).
 /// Returns each node's dependencies; nodes are numbered layer by layer, so

@@ -52,3 +52,9 @@ pub(crate) fn wake(_slot: usize) {}
 pub(crate) fn wait() -> Span {
     Span::begin()
 }
+
+/// A blocking-pool task runs; the span covers it.
+#[inline(always)]
+pub(crate) fn blocking_task() -> Span {
+    Span::begin()
+}

@@ -54,6 +54,10 @@ mod queue;
 mod ring;
 mod task;
 
+#[cfg(all(not(loom), feature = "assets"))]
+pub mod assets;
+#[cfg(not(loom))]
+pub mod blocking;
 #[cfg(not(loom))]
 mod cancel;
 #[cfg(not(loom))]
@@ -82,6 +86,10 @@ pub use lane::Lane;
 
 #[cfg(not(loom))]
 pub use {
+    blocking::{
+        BlockingError, BlockingMetrics, BlockingPool, BlockingPoolBuilder, BlockingPoolHandle,
+        BlockingTask,
+    },
     cancel::CancellationToken,
     graph::{
         FrameError, FrameStats, GraphError, NodeContext, ReadyOrder, TaskGraph, TaskGraphBuilder,

@@ -1,0 +1,171 @@
+//! CPU time of a 60 Hz loop of light frames: does the scheduler keep cores
+//! spinning between frames?
+//!
+//! Each peer runs in its own child process: 120 frames at 60 Hz (two
+//! seconds) of the 256-node DAG of `benches/graph.rs` with 1 µs of work per
+//! node, sleeping until the next frame's deadline in between. The child
+//! reports its process CPU time (`getrusage`, user + system) per second of
+//! wall time, in all and in the gaps between frames alone. The sequential
+//! loop is the baseline: the work itself, with no scheduler.
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin frame_cpu`
+//! (add a count, e.g. `-- 5`, to repeat each measurement; the median is
+//! reported).
+
+use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::MultiThreadedExecutor;
+use engine_tasks::{Lane, Pool, TaskGraph};
+use engine_tasks_benches::{cpu_micros, layered_dag, threads, Work};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const PEERS: [&str; 4] = [
+    "sequential",
+    "engine-tasks",
+    "rayon-scope",
+    "bevy-multi-threaded",
+];
+const FRAMES: u32 = 120;
+const RATE: f64 = 60.0;
+
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+struct NodeSet(usize);
+
+/// Runs `frame` at 60 Hz; returns the process's CPU milliseconds per wall
+/// second, in all and in the gaps between frames only (from the end of one
+/// frame's call to the start of the next).
+fn paced(mut frame: impl FnMut()) -> (f64, f64) {
+    let period = Duration::from_secs_f64(1.0 / RATE);
+    let wall = Instant::now();
+    let before = cpu_micros();
+    let mut between = 0;
+    let mut next = Instant::now();
+    for _ in 0..FRAMES {
+        frame();
+        let gap_start = cpu_micros();
+        next += period;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        between += cpu_micros() - gap_start;
+    }
+    let seconds = wall.elapsed().as_secs_f64();
+    let per_second = |micros: u64| micros as f64 / 1000.0 / seconds;
+    (per_second(cpu_micros() - before), per_second(between))
+}
+
+fn measure(peer: &str) -> (f64, f64) {
+    let deps = layered_dag(16, 16, 0x0005_EED0_FDA6);
+    let work = Work::nanos(1_000);
+    match peer {
+        "sequential" => paced(|| deps.iter().for_each(|_| work.run())),
+        "engine-tasks" => {
+            let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+            let mut b = TaskGraph::<()>::builder();
+            for (i, d) in deps.iter().enumerate() {
+                b.node(format!("n{i}"), Lane::FrameCritical, move |_| work.run())
+                    .after(d.iter().map(|d| format!("n{d}")));
+            }
+            let mut graph = b.build().unwrap();
+            paced(|| {
+                graph.run(&pool, &()).unwrap();
+            })
+        }
+        "rayon-scope" => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads())
+                .build()
+                .unwrap();
+            let mut successors = vec![Vec::new(); deps.len()];
+            for (i, d) in deps.iter().enumerate() {
+                for &d in d {
+                    successors[d].push(i);
+                }
+            }
+            let pending: Vec<AtomicUsize> = deps.iter().map(|_| AtomicUsize::new(0)).collect();
+            fn node<'s>(
+                s: &rayon::Scope<'s>,
+                i: usize,
+                succ: &'s [Vec<usize>],
+                pending: &'s [AtomicUsize],
+                work: Work,
+            ) {
+                work.run();
+                for &j in &succ[i] {
+                    if pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                        s.spawn(move |s| node(s, j, succ, pending, work));
+                    }
+                }
+            }
+            paced(|| {
+                for (p, d) in pending.iter().zip(&deps) {
+                    p.store(d.len(), Ordering::Relaxed);
+                }
+                let (succ, pending) = (&successors[..], &pending[..]);
+                pool.scope(|s| {
+                    for i in (0..deps.len()).filter(|&i| deps[i].is_empty()) {
+                        s.spawn(move |s| node(s, i, succ, pending, work));
+                    }
+                });
+            })
+        }
+        "bevy-multi-threaded" => {
+            bevy_tasks::ComputeTaskPool::get_or_init(|| {
+                bevy_tasks::TaskPoolBuilder::new()
+                    .num_threads(threads())
+                    .build()
+            });
+            let mut schedule = Schedule::default();
+            schedule.set_executor(MultiThreadedExecutor::new());
+            for (i, d) in deps.iter().enumerate() {
+                schedule.add_systems((move || work.run()).in_set(NodeSet(i)));
+                for &d in d {
+                    schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
+                }
+            }
+            let mut world = World::new();
+            paced(|| schedule.run(&mut world))
+        }
+        other => panic!("unknown peer {other}"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "--child" {
+        let (all, between) = measure(&args[2]);
+        println!("{all} {between}");
+        return;
+    }
+    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeat count"));
+    let exe = std::env::current_exe().expect("own path");
+    println!("CPU time of a 60 Hz loop of light frames (256 nodes x 1 us)");
+    println!(
+        "({} threads per pool, median of {repeats} runs)\n",
+        threads()
+    );
+    println!("| runner | CPU, all (ms per second) | CPU between frames (ms per second) |");
+    println!("|---|---|---|");
+    for peer in PEERS {
+        let mut samples: Vec<(f64, f64)> = (0..repeats)
+            .map(|_| {
+                let out = Command::new(&exe)
+                    .args(["--child", peer])
+                    .output()
+                    .expect("child runs");
+                assert!(out.status.success(), "{peer} child failed");
+                let text = String::from_utf8_lossy(&out.stdout);
+                let mut fields = text
+                    .split_whitespace()
+                    .map(|f| f.parse::<f64>().expect("ms"));
+                (fields.next().expect("all"), fields.next().expect("between"))
+            })
+            .collect();
+        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let all = samples[samples.len() / 2].0;
+        samples.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let between = samples[samples.len() / 2].1;
+        println!("| {peer} | {all:.1} | {between:.2} |");
+    }
+}

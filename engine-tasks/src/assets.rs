@@ -1,0 +1,507 @@
+//! Background asset streaming: reads on the blocking pool, decoding on the
+//! background lane, results handed to the game loop through a queue it
+//! drains at the start of each frame. Nothing here ever blocks the frame.
+//!
+//! # Pipeline
+//!
+//! 1. [`AssetStreamer::request`] checks the path without touching the disk
+//!    (relative, no `..`) and queues the request by priority.
+//! 2. At most `max_reads_in_flight` requests are read at once, each as one
+//!    blocking-pool task: resolve the path, refuse it if it leads outside
+//!    the root (a symbolic link out of it), read the file. When a read
+//!    ends, the next most urgent request starts.
+//! 3. The file's bytes go to a [`Lane::Background`] task on the
+//!    work-stealing pool, which decodes them ([`decode_asset`]: LZ4 frames
+//!    with a content checksum, inside a small header with the expected
+//!    size) and queues the result.
+//! 4. The game loop calls [`AssetStreamer::drain`] once per frame; it takes
+//!    what is ready with a `try_lock`, so a decoder that happens to be
+//!    queueing a result delays the hand-over by a frame, never the frame.
+//!
+//! Every request ends in exactly one [`AssetEvent`]: loaded, failed (with
+//! the reason), or cancelled.
+
+use crate::blocking::BlockingPoolHandle;
+use crate::lane::Lane;
+use crate::pool::PoolHandle;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// First bytes of an asset file.
+pub const ASSET_MAGIC: [u8; 4] = *b"ETA1";
+/// Header: magic, then the decoded size as a little-endian `u64`.
+const HEADER_LEN: usize = 12;
+/// Largest decoded asset accepted (a corrupt size field must not make the
+/// decoder reserve gigabytes).
+pub const MAX_ASSET_SIZE: u64 = 1 << 30;
+
+/// Encodes `data` as an asset file: header plus an LZ4 frame with a
+/// content checksum.
+pub fn encode_asset(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + data.len() / 2);
+    out.extend_from_slice(&ASSET_MAGIC);
+    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    let mut info = lz4_flex::frame::FrameInfo::new();
+    info.content_checksum = true;
+    let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
+    encoder
+        .write_all(data)
+        .expect("writing to a Vec cannot fail");
+    encoder.finish().expect("finishing into a Vec cannot fail")
+}
+
+/// Decodes an asset file made by [`encode_asset`], checking the header, the
+/// LZ4 frame's checksum and the decoded size.
+pub fn decode_asset(file: &[u8]) -> Result<Vec<u8>, String> {
+    if file.len() < HEADER_LEN || file[..4] != ASSET_MAGIC {
+        return Err("not an asset file (bad magic)".into());
+    }
+    let size = u64::from_le_bytes(file[4..HEADER_LEN].try_into().expect("8 bytes"));
+    if size > MAX_ASSET_SIZE {
+        return Err(format!("declared size {size} exceeds {MAX_ASSET_SIZE}"));
+    }
+    let mut data = Vec::with_capacity(size as usize);
+    lz4_flex::frame::FrameDecoder::new(&file[HEADER_LEN..])
+        .take(size + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("LZ4 frame: {e}"))?;
+    if data.len() as u64 != size {
+        return Err(format!("decoded {} bytes, header says {size}", data.len()));
+    }
+    Ok(data)
+}
+
+/// Identifies a request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AssetId(pub u64);
+
+/// A loaded asset.
+#[derive(Debug)]
+pub struct Asset {
+    /// The request.
+    pub id: AssetId,
+    /// The path as requested, relative to the root.
+    pub path: PathBuf,
+    /// The decoded bytes.
+    pub data: Vec<u8>,
+}
+
+/// Why a request produced no asset.
+#[derive(Debug)]
+pub enum AssetErrorKind {
+    /// The path is absolute, has `..`, or resolves outside the root.
+    OutsideRoot,
+    /// No such file.
+    NotFound,
+    /// The file exists but could not be read.
+    Unreadable(io::Error),
+    /// The bytes are not a valid asset (why).
+    Corrupt(String),
+    /// A pool refused the work (it is shutting down).
+    PoolUnavailable,
+    /// Cancelled with [`AssetStreamer::cancel`].
+    Cancelled,
+}
+
+/// A failed request.
+#[derive(Debug)]
+pub struct AssetError {
+    /// The request.
+    pub id: AssetId,
+    /// The path as requested.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub kind: AssetErrorKind,
+}
+
+impl fmt::Display for AssetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path.display();
+        match &self.kind {
+            AssetErrorKind::OutsideRoot => write!(f, "{path}: outside the asset root"),
+            AssetErrorKind::NotFound => write!(f, "{path}: not found"),
+            AssetErrorKind::Unreadable(e) => write!(f, "{path}: unreadable: {e}"),
+            AssetErrorKind::Corrupt(why) => write!(f, "{path}: corrupt: {why}"),
+            AssetErrorKind::PoolUnavailable => write!(f, "{path}: the pools are shutting down"),
+            AssetErrorKind::Cancelled => write!(f, "{path}: cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for AssetError {}
+
+/// The end of one request.
+pub type AssetEvent = Result<Asset, AssetError>;
+
+/// Counters of a streamer.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamProgress {
+    /// Requests made.
+    pub requested: u64,
+    /// Requests that produced an asset.
+    pub loaded: u64,
+    /// Requests that failed (not counting cancelled ones).
+    pub failed: u64,
+    /// Requests cancelled.
+    pub cancelled: u64,
+    /// File bytes read.
+    pub bytes_read: u64,
+    /// Decoded bytes produced.
+    pub bytes_decoded: u64,
+    /// Reads running now.
+    pub reads_in_flight: usize,
+}
+
+impl StreamProgress {
+    /// Requests that have ended, one way or another.
+    pub fn finished(&self) -> u64 {
+        self.loaded + self.failed + self.cancelled
+    }
+}
+
+struct Pending {
+    priority: i32,
+    /// Earlier requests first among equal priorities.
+    seq: u64,
+    id: AssetId,
+    path: PathBuf,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.priority
+            .cmp(&other.priority)
+            .then(other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Default)]
+struct Requests {
+    pending: BinaryHeap<Pending>,
+    /// Requests not yet ended.
+    live: HashSet<AssetId>,
+    cancelled: HashSet<AssetId>,
+    reads_in_flight: usize,
+    next_id: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requested: AtomicU64,
+    loaded: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_decoded: AtomicU64,
+    reads_in_flight: AtomicUsize,
+}
+
+struct Inner {
+    root: PathBuf,
+    max_reads: usize,
+    pool: PoolHandle,
+    blocking: BlockingPoolHandle,
+    requests: Mutex<Requests>,
+    done: Mutex<VecDeque<AssetEvent>>,
+    counters: Counters,
+}
+
+/// Streams assets from a directory; see the module docs.
+#[derive(Clone)]
+pub struct AssetStreamer {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for AssetStreamer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AssetStreamer")
+            .field("root", &self.inner.root)
+            .field("progress", &self.progress())
+            .finish()
+    }
+}
+
+impl AssetStreamer {
+    /// A streamer for the files under `root` (which must be a directory),
+    /// reading on `blocking` with at most `max_reads_in_flight` reads at once
+    /// (0 counts as 1) and decoding on `pool`'s background lane.
+    pub fn new(
+        root: impl AsRef<Path>,
+        pool: &PoolHandle,
+        blocking: &BlockingPoolHandle,
+        max_reads_in_flight: usize,
+    ) -> io::Result<AssetStreamer> {
+        let root = root.as_ref().canonicalize()?;
+        if !root.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", root.display()),
+            ));
+        }
+        Ok(AssetStreamer {
+            inner: Arc::new(Inner {
+                root,
+                max_reads: max_reads_in_flight.max(1),
+                pool: pool.clone(),
+                blocking: blocking.clone(),
+                requests: Mutex::new(Requests::default()),
+                done: Mutex::new(VecDeque::new()),
+                counters: Counters::default(),
+            }),
+        })
+    }
+
+    /// The asset root (canonical).
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Requests the asset at `path` (relative to the root). Higher
+    /// `priority` is read first. Never fails here: a bad path ends in an
+    /// error event like any other failure.
+    pub fn request(&self, path: impl Into<PathBuf>, priority: i32) -> AssetId {
+        let path = path.into();
+        let inner = &self.inner;
+        // Relaxed: a statistic.
+        inner.counters.requested.fetch_add(1, Ordering::Relaxed);
+        let id = {
+            let mut requests = inner.lock_requests();
+            let id = AssetId(requests.next_id);
+            requests.next_id += 1;
+            requests.live.insert(id);
+            if is_plain_relative(&path) {
+                requests.pending.push(Pending {
+                    priority,
+                    seq: id.0,
+                    id,
+                    path,
+                });
+            } else {
+                drop(requests);
+                inner.finish(Err(AssetError {
+                    id,
+                    path,
+                    kind: AssetErrorKind::OutsideRoot,
+                }));
+                return id;
+            }
+            id
+        };
+        Inner::pump(inner);
+        id
+    }
+
+    /// Cancels a request that has not ended yet; its event will be
+    /// [`AssetErrorKind::Cancelled`] (unless it ends before the
+    /// cancellation is seen). Returns `false` if it had already ended.
+    pub fn cancel(&self, id: AssetId) -> bool {
+        let mut requests = self.inner.lock_requests();
+        if !requests.live.contains(&id) {
+            return false;
+        }
+        requests.cancelled.insert(id);
+        true
+    }
+
+    /// Moves every finished request's event into `out`, without blocking:
+    /// if a decoder is queueing a result right now, the events wait for the
+    /// next call. Returns how many were moved.
+    pub fn drain(&self, out: &mut Vec<AssetEvent>) -> usize {
+        match self.inner.done.try_lock() {
+            Ok(mut done) => {
+                let n = done.len();
+                out.extend(done.drain(..));
+                n
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// The streamer's counters.
+    pub fn progress(&self) -> StreamProgress {
+        let c = &self.inner.counters;
+        // Relaxed: statistics.
+        StreamProgress {
+            requested: c.requested.load(Ordering::Relaxed),
+            loaded: c.loaded.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            cancelled: c.cancelled.load(Ordering::Relaxed),
+            bytes_read: c.bytes_read.load(Ordering::Relaxed),
+            bytes_decoded: c.bytes_decoded.load(Ordering::Relaxed),
+            reads_in_flight: c.reads_in_flight.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Relative, and no component that could climb out of the root.
+fn is_plain_relative(path: &Path) -> bool {
+    !path.as_os_str().is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+impl Inner {
+    fn lock_requests(&self) -> MutexGuard<'_, Requests> {
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts reads while fewer than `max_reads` run.
+    fn pump(this: &Arc<Inner>) {
+        loop {
+            let next = {
+                let mut requests = this.lock_requests();
+                if requests.reads_in_flight >= this.max_reads {
+                    return;
+                }
+                let Some(next) = requests.pending.pop() else {
+                    return;
+                };
+                if requests.cancelled.contains(&next.id) {
+                    drop(requests);
+                    this.finish(Err(AssetError {
+                        id: next.id,
+                        path: next.path,
+                        kind: AssetErrorKind::Cancelled,
+                    }));
+                    continue;
+                }
+                requests.reads_in_flight += 1;
+                // Relaxed: a statistic.
+                this.counters
+                    .reads_in_flight
+                    .store(requests.reads_in_flight, Ordering::Relaxed);
+                next
+            };
+            let Pending { id, path, .. } = next;
+            let reader = this.clone();
+            let read_path = path.clone();
+            let job = move || {
+                let bytes = reader.read(&read_path);
+                reader.read_done();
+                bytes
+            };
+            match this.blocking.spawn(job) {
+                Ok(task) => {
+                    let decoder = this.clone();
+                    task.then(&this.pool, Lane::Background, move |read| {
+                        let bytes = read.unwrap_or_else(|e| {
+                            Err(AssetErrorKind::Unreadable(io::Error::other(e.to_string())))
+                        });
+                        decoder.decode(id, path, bytes);
+                    });
+                }
+                Err(_) => {
+                    this.read_done();
+                    this.finish(Err(AssetError {
+                        id,
+                        path,
+                        kind: AssetErrorKind::PoolUnavailable,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// One read slot is free again: start the next read.
+    fn read_done(self: &Arc<Self>) {
+        {
+            let mut requests = self.lock_requests();
+            requests.reads_in_flight -= 1;
+            // Relaxed: a statistic.
+            self.counters
+                .reads_in_flight
+                .store(requests.reads_in_flight, Ordering::Relaxed);
+        }
+        Inner::pump(self);
+    }
+
+    /// Resolves `path` under the root and reads it (on a blocking thread).
+    fn read(&self, path: &Path) -> Result<Vec<u8>, AssetErrorKind> {
+        let full = self
+            .root
+            .join(path)
+            .canonicalize()
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => AssetErrorKind::NotFound,
+                _ => AssetErrorKind::Unreadable(e),
+            })?;
+        if !full.starts_with(&self.root) {
+            return Err(AssetErrorKind::OutsideRoot);
+        }
+        let bytes = std::fs::read(&full).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => AssetErrorKind::NotFound,
+            _ => AssetErrorKind::Unreadable(e),
+        })?;
+        // Relaxed: a statistic.
+        self.counters
+            .bytes_read
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// Decodes a read's bytes (on the background lane) and ends the request.
+    fn decode(&self, id: AssetId, path: PathBuf, read: Result<Vec<u8>, AssetErrorKind>) {
+        let cancelled = self.lock_requests().cancelled.contains(&id);
+        let event = if cancelled {
+            Err(AssetErrorKind::Cancelled)
+        } else {
+            read.and_then(|bytes| decode_asset(&bytes).map_err(AssetErrorKind::Corrupt))
+        };
+        let event = match event {
+            Ok(data) => Ok(Asset { id, path, data }),
+            Err(kind) => Err(AssetError { id, path, kind }),
+        };
+        self.finish(event);
+    }
+
+    /// Ends a request: counts it and queues its event.
+    fn finish(&self, event: AssetEvent) {
+        let id = match &event {
+            Ok(asset) => asset.id,
+            Err(error) => error.id,
+        };
+        {
+            let mut requests = self.lock_requests();
+            requests.live.remove(&id);
+            requests.cancelled.remove(&id);
+        }
+        let c = &self.counters;
+        // Relaxed: statistics.
+        match &event {
+            Ok(asset) => {
+                c.bytes_decoded
+                    .fetch_add(asset.data.len() as u64, Ordering::Relaxed);
+                c.loaded.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(AssetError {
+                kind: AssetErrorKind::Cancelled,
+                ..
+            }) => {
+                c.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(event);
+    }
+}

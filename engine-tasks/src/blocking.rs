@@ -1,0 +1,697 @@
+//! A pool of threads for blocking work: file reads, decompression of a
+//! whole file, anything that sleeps. Kept apart from the work-stealing pool
+//! so that blocking never takes a worker away from a frame.
+//!
+//! # Design
+//!
+//! One queue under a mutex and one condition variable. A blocking task is
+//! milliseconds of I/O, so a lock per task costs nothing measurable, and
+//! the mutex makes the thread accounting below simple to get right.
+//!
+//! * **Spawning on demand.** A submission wakes an idle thread if one is
+//!   waiting and not yet notified; otherwise it starts a thread if fewer
+//!   than `cap` exist; otherwise the task waits in the queue. A flood of
+//!   tasks therefore never starts more than `cap` threads.
+//! * **Spawn failure.** If starting a thread fails, the task waits for an
+//!   existing thread; with no thread at all the submission fails with
+//!   [`BlockingError::NoThread`] and hands the closure back. Nothing panics.
+//! * **Spurious wake-ups.** Each notification adds one to `notified`; a
+//!   waking thread only counts as notified if it takes one back, else it
+//!   waits again for the rest of its keep-alive.
+//! * **Keep-alive.** A thread idle for `keep_alive` exits. An exiting thread
+//!   parks its own join handle in `last_exited` and joins the one that was
+//!   there, so exited threads are reaped without a reaper thread; shutdown
+//!   joins the last one.
+//! * **Shutdown** ([`BlockingPool::shutdown`], or dropping the pool): under
+//!   the lock, mark the pool shut and take every queued task that is not
+//!   mandatory and every thread handle; outside it, drop the taken tasks
+//!   (their handles report [`JoinError::Cancelled`], their destructors
+//!   run), wake every thread, and join them. Threads run the mandatory tasks
+//!   still queued before they exit; if no thread is left, the shutting-down
+//!   caller runs them. Nothing is joined while the lock is held, and a pool
+//!   thread that shuts the pool down does not join itself.
+
+use crate::instrument;
+use crate::lane::Lane;
+use crate::pool::PoolHandle;
+use crate::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
+use crate::spawn::JoinError;
+use crate::worker::AbortOnUnwind;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+/// Default most threads: enough for many parallel reads from fast storage,
+/// an order of magnitude below the 512 at which other runtimes have run
+/// into per-process thread limits.
+pub const DEFAULT_BLOCKING_CAP: usize = 64;
+/// Default idle time before a thread exits.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// Configures a [`BlockingPool`].
+pub struct BlockingPoolBuilder {
+    cap: usize,
+    keep_alive: Duration,
+    name_prefix: String,
+    stack_size: Option<usize>,
+    spawn: Option<Arc<SpawnFn>>,
+}
+
+impl Default for BlockingPoolBuilder {
+    fn default() -> Self {
+        BlockingPoolBuilder {
+            cap: DEFAULT_BLOCKING_CAP,
+            keep_alive: DEFAULT_KEEP_ALIVE,
+            name_prefix: "engine-blocking".into(),
+            stack_size: None,
+            spawn: None,
+        }
+    }
+}
+
+impl BlockingPoolBuilder {
+    /// Most threads at once (default [`DEFAULT_BLOCKING_CAP`]; at least 1).
+    pub fn cap(mut self, cap: usize) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// How long an idle thread waits for work before it exits (default
+    /// [`DEFAULT_KEEP_ALIVE`]).
+    pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Thread names are `<prefix>-<n>` (default `engine-blocking`).
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.name_prefix = prefix.into();
+        self
+    }
+
+    /// Stack size of each thread.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Starts threads with `spawn` instead of `std::thread::Builder`.
+    pub fn spawn_with<F>(mut self, spawn: F) -> Self
+    where
+        F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.spawn = Some(Arc::new(spawn));
+        self
+    }
+
+    /// Creates the pool; no thread starts until there is work.
+    pub fn build(self) -> Result<BlockingPool, BlockingBuildError> {
+        if self.cap == 0 {
+            return Err(BlockingBuildError::ZeroCap);
+        }
+        if self.keep_alive.is_zero() {
+            return Err(BlockingBuildError::ZeroKeepAlive);
+        }
+        Ok(BlockingPool {
+            handle: BlockingPoolHandle {
+                inner: Arc::new(Inner {
+                    state: Mutex::new(State::default()),
+                    work: Condvar::new(),
+                    cap: self.cap,
+                    keep_alive: self.keep_alive,
+                    name_prefix: self.name_prefix,
+                    stack_size: self.stack_size,
+                    spawn: self.spawn.unwrap_or_else(|| Arc::new(spawn_std_thread)),
+                    metrics: Metrics::default(),
+                }),
+            },
+        })
+    }
+}
+
+/// A [`BlockingPoolBuilder`] configuration that makes no sense.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlockingBuildError {
+    /// A cap of zero threads could never run anything.
+    ZeroCap,
+    /// A zero keep-alive would make every thread exit right after its task.
+    ZeroKeepAlive,
+}
+
+impl fmt::Display for BlockingBuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockingBuildError::ZeroCap => {
+                write!(f, "a blocking pool needs a cap of at least 1 thread")
+            }
+            BlockingBuildError::ZeroKeepAlive => {
+                write!(f, "a blocking pool's keep-alive must be above zero")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BlockingBuildError {}
+
+/// Why a blocking task was refused; holds the closure so nothing is lost.
+pub enum BlockingError<F> {
+    /// The pool is shutting down.
+    ShutDown(F),
+    /// No thread could be started and none exists to run the task.
+    NoThread(F),
+}
+
+impl<F> BlockingError<F> {
+    /// The refused closure.
+    pub fn into_inner(self) -> F {
+        match self {
+            BlockingError::ShutDown(f) | BlockingError::NoThread(f) => f,
+        }
+    }
+}
+
+impl<F> fmt::Debug for BlockingError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BlockingError::ShutDown(_) => "ShutDown(..)",
+            BlockingError::NoThread(_) => "NoThread(..)",
+        })
+    }
+}
+
+impl<F> fmt::Display for BlockingError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockingError::ShutDown(_) => write!(f, "the blocking pool is shutting down"),
+            BlockingError::NoThread(_) => {
+                write!(f, "no blocking thread could be started and none is running")
+            }
+        }
+    }
+}
+
+impl<F> std::error::Error for BlockingError<F> {}
+
+/// Counters of a blocking pool, read without locks.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockingMetrics {
+    /// Threads alive.
+    pub threads: usize,
+    /// Threads waiting for work.
+    pub idle_threads: usize,
+    /// Tasks queued and not yet started.
+    pub queued: usize,
+    /// Tasks finished (including ones that panicked).
+    pub completed: u64,
+    /// Most threads alive at once so far.
+    pub peak_threads: usize,
+    /// Threads that could not be started.
+    pub spawn_failures: u64,
+}
+
+#[derive(Default)]
+struct Metrics {
+    threads: AtomicUsize,
+    idle: AtomicUsize,
+    queued: AtomicUsize,
+    completed: AtomicU64,
+    peak: AtomicUsize,
+    spawn_failures: AtomicU64,
+}
+
+/// A queued task: runs (`true`) or is cancelled (`false`, dropping the
+/// closure and telling its handle).
+struct Job {
+    run: Box<dyn FnOnce(bool) + Send>,
+    mandatory: bool,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Job>,
+    shutdown: bool,
+    /// Notifications sent and not yet taken by a waking thread.
+    notified: usize,
+    threads: usize,
+    idle: usize,
+    next_id: usize,
+    handles: HashMap<ThreadId, JoinHandle<()>>,
+    last_exited: Option<JoinHandle<()>>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    work: Condvar,
+    cap: usize,
+    keep_alive: Duration,
+    name_prefix: String,
+    stack_size: Option<usize>,
+    spawn: Arc<SpawnFn>,
+    metrics: Metrics,
+}
+
+/// Owns a blocking pool; dropping it shuts the pool down (see the module
+/// docs). Derefs to a cloneable [`BlockingPoolHandle`].
+pub struct BlockingPool {
+    handle: BlockingPoolHandle,
+}
+
+/// A shared reference to a blocking pool, for submitting from anywhere.
+#[derive(Clone)]
+pub struct BlockingPoolHandle {
+    inner: Arc<Inner>,
+}
+
+impl BlockingPool {
+    /// A builder with the defaults.
+    pub fn builder() -> BlockingPoolBuilder {
+        BlockingPoolBuilder::default()
+    }
+
+    /// A pool with the defaults.
+    pub fn new() -> BlockingPool {
+        Self::builder().build().expect("the defaults are valid")
+    }
+
+    /// A cloneable handle.
+    pub fn handle(&self) -> BlockingPoolHandle {
+        self.handle.clone()
+    }
+}
+
+impl Default for BlockingPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::ops::Deref for BlockingPool {
+    type Target = BlockingPoolHandle;
+    fn deref(&self) -> &BlockingPoolHandle {
+        &self.handle
+    }
+}
+
+impl Drop for BlockingPool {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+impl fmt::Debug for BlockingPoolHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingPoolHandle")
+            .field("metrics", &self.metrics())
+            .finish()
+    }
+}
+
+impl fmt::Debug for BlockingPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.handle.fmt(f)
+    }
+}
+
+impl BlockingPoolHandle {
+    /// Runs `f` on a blocking thread. Queued tasks that have not started when
+    /// the pool shuts down are dropped (their handles report
+    /// [`JoinError::Cancelled`]).
+    pub fn spawn<F, T>(&self, f: F) -> Result<BlockingTask<T>, BlockingError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.submit(f, false)
+    }
+
+    /// Like [`spawn`](Self::spawn), but the task runs even if the pool shuts
+    /// down before it starts: shutdown waits for it.
+    pub fn spawn_mandatory<F, T>(&self, f: F) -> Result<BlockingTask<T>, BlockingError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.submit(f, true)
+    }
+
+    /// The pool's counters.
+    pub fn metrics(&self) -> BlockingMetrics {
+        let m = &self.inner.metrics;
+        // Relaxed: statistics, each written under the state lock.
+        BlockingMetrics {
+            threads: m.threads.load(Ordering::Relaxed),
+            idle_threads: m.idle.load(Ordering::Relaxed),
+            queued: m.queued.load(Ordering::Relaxed),
+            completed: m.completed.load(Ordering::Relaxed),
+            peak_threads: m.peak.load(Ordering::Relaxed),
+            spawn_failures: m.spawn_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Shuts the pool down (see the module docs): later submissions fail,
+    /// queued tasks are dropped except mandatory ones, which run, and every
+    /// thread is joined before this returns. Idempotent.
+    pub fn shutdown(&self) {
+        let inner = &self.inner;
+        let (dropped, handles, last) = {
+            let mut state = inner.lock();
+            state.shutdown = true;
+            let (mandatory, dropped): (VecDeque<Job>, VecDeque<Job>) =
+                state.queue.drain(..).partition(|job| job.mandatory);
+            state.queue = mandatory;
+            inner.sync_counts(&state);
+            let handles: Vec<JoinHandle<()>> = state.handles.drain().map(|(_, h)| h).collect();
+            (dropped, handles, state.last_exited.take())
+        };
+        inner.work.notify_all();
+        for job in dropped {
+            (job.run)(false);
+        }
+        let me = thread::current().id();
+        for handle in handles.into_iter().chain(last) {
+            if handle.thread().id() != me {
+                // A thread's panics are caught per task; a join error would
+                // be a panic in the pool's own loop, already reported.
+                let _ = handle.join();
+            }
+        }
+        // No other thread left (none ever started, all failed to start, or
+        // the caller is the last pool thread): the mandatory tasks run here.
+        loop {
+            let job = {
+                let mut state = inner.lock();
+                if state.threads > usize::from(inner.on_pool_thread()) {
+                    break;
+                }
+                let job = state.queue.pop_front();
+                inner.sync_counts(&state);
+                job
+            };
+            match job {
+                Some(job) => inner.run_job(job),
+                None => break,
+            }
+        }
+    }
+
+    fn submit<F, T>(&self, f: F, mandatory: bool) -> Result<BlockingTask<T>, BlockingError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let inner = &self.inner;
+        let mut state = inner.lock();
+        if state.shutdown {
+            return Err(BlockingError::ShutDown(f));
+        }
+        let waiting = state.idle - state.notified.min(state.idle);
+        if waiting > 0 {
+            state.notified += 1;
+            inner.work.notify_one();
+        } else if state.threads < inner.cap && !inner.start_thread(&mut state) && state.threads == 0
+        {
+            return Err(BlockingError::NoThread(f));
+        }
+        let completion = Arc::new(Completion::new());
+        let done = completion.clone();
+        let run = move |run: bool| {
+            if run {
+                let _span = instrument::blocking_task();
+                let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
+                done.complete(result);
+            } else {
+                drop(f);
+                done.complete(Err(JoinError::Cancelled));
+            }
+        };
+        state.queue.push_back(Job {
+            run: Box::new(run),
+            mandatory,
+        });
+        inner.sync_counts(&state);
+        Ok(BlockingTask { completion })
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Jobs run outside the lock, so a poisoned lock only means a panic in
+        // code that keeps the state consistent at every unlock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the counts kept in `state` to the lock-free metrics.
+    fn sync_counts(&self, state: &State) {
+        let m = &self.metrics;
+        // Relaxed: statistics; the lock orders the writers.
+        m.threads.store(state.threads, Ordering::Relaxed);
+        m.idle.store(state.idle, Ordering::Relaxed);
+        m.queued.store(state.queue.len(), Ordering::Relaxed);
+        m.peak.fetch_max(state.threads, Ordering::Relaxed);
+    }
+
+    fn on_pool_thread(&self) -> bool {
+        CURRENT_POOL.with(|p| p.get() == self as *const Inner as usize)
+    }
+
+    /// Starts one thread (under the lock). Returns `false` if it failed.
+    fn start_thread(self: &Arc<Self>, state: &mut State) -> bool {
+        let id = state.next_id;
+        state.next_id += 1;
+        let spec = ThreadSpec {
+            index: id,
+            name: format!("{}-{id}", self.name_prefix),
+            stack_size: self.stack_size,
+        };
+        let inner = self.clone();
+        let main = Box::new(move || inner.thread_main());
+        let spawn = AssertUnwindSafe(|| (self.spawn)(spec, main));
+        match panic::catch_unwind(spawn) {
+            Ok(Ok(handle)) => {
+                state.threads += 1;
+                state.handles.insert(handle.thread().id(), handle);
+                self.sync_counts(state);
+                true
+            }
+            _ => {
+                // Relaxed: a statistic.
+                self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    fn run_job(&self, job: Job) {
+        (job.run)(true);
+        // Relaxed: a statistic.
+        self.metrics.completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn thread_main(self: Arc<Self>) {
+        let _abort = AbortOnUnwind("inside a blocking thread's loop");
+        CURRENT_POOL.with(|p| p.set(Arc::as_ptr(&self) as usize));
+        let mut state = self.lock();
+        loop {
+            // After shutdown only mandatory tasks are left in the queue.
+            if let Some(job) = state.queue.pop_front() {
+                self.sync_counts(&state);
+                drop(state);
+                self.run_job(job);
+                state = self.lock();
+                continue;
+            }
+            if state.shutdown {
+                break;
+            }
+            match self.wait_for_work(state) {
+                Some(guard) => state = guard,
+                None => return,
+            }
+        }
+        state.threads -= 1;
+        self.sync_counts(&state);
+    }
+
+    /// Waits up to the keep-alive for a notification. Returns the lock to
+    /// look for work again, or `None` after this thread has exited the pool
+    /// (idle for the whole keep-alive).
+    fn wait_for_work<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+    ) -> Option<MutexGuard<'a, State>> {
+        state.idle += 1;
+        self.sync_counts(&state);
+        let deadline = Instant::now() + self.keep_alive;
+        loop {
+            let now = Instant::now();
+            let timed_out = now >= deadline;
+            if state.notified > 0 {
+                state.notified -= 1;
+                break;
+            }
+            if state.shutdown || !state.queue.is_empty() {
+                // Shutdown wakes everyone; queued work with no notification
+                // left for us is work nobody else is coming for.
+                break;
+            }
+            if timed_out {
+                state.idle -= 1;
+                state.threads -= 1;
+                self.sync_counts(&state);
+                let me = thread::current().id();
+                let previous = match state.handles.remove(&me) {
+                    Some(own) => state.last_exited.replace(own),
+                    // Shutdown took our handle and joins us.
+                    None => None,
+                };
+                drop(state);
+                if let Some(previous) = previous {
+                    let _ = previous.join();
+                }
+                return None;
+            }
+            let (guard, _) = self
+                .work
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner());
+            state = guard;
+            // Woken by a notification, shutdown, the timeout, or spuriously:
+            // the loop tells them apart.
+        }
+        state.idle -= 1;
+        self.sync_counts(&state);
+        Some(state)
+    }
+}
+
+thread_local! {
+    /// The blocking pool this thread belongs to, as an address (0: none).
+    static CURRENT_POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+type Continuation<T> = Box<dyn FnOnce(Result<T, JoinError>) + Send>;
+
+/// Runs a continuation where it cannot hand a panic to anyone (a pool that
+/// refused it made it run here): the panic is reported and dropped, so the
+/// blocking thread survives.
+fn run_continuation<T>(continuation: Continuation<T>, result: Result<T, JoinError>) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| continuation(result))) {
+        let message = crate::spawn::panic_message(&*payload).unwrap_or("<non-string payload>");
+        eprintln!("engine-tasks: a blocking task's continuation panicked: {message}");
+    }
+}
+
+enum Outcome<T> {
+    Pending(Option<Continuation<T>>),
+    Done(Result<T, JoinError>),
+    Taken,
+}
+
+struct Completion<T> {
+    outcome: Mutex<Outcome<T>>,
+    finished: Condvar,
+}
+
+impl<T> Completion<T> {
+    fn new() -> Self {
+        Completion {
+            outcome: Mutex::new(Outcome::Pending(None)),
+            finished: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Outcome<T>> {
+        self.outcome.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn complete(&self, result: Result<T, JoinError>) {
+        let mut outcome = self.lock();
+        match std::mem::replace(&mut *outcome, Outcome::Taken) {
+            Outcome::Pending(Some(continuation)) => {
+                drop(outcome);
+                run_continuation(continuation, result);
+            }
+            Outcome::Pending(None) => {
+                *outcome = Outcome::Done(result);
+                drop(outcome);
+                self.finished.notify_all();
+            }
+            Outcome::Done(_) | Outcome::Taken => unreachable!("a blocking task completed twice"),
+        }
+    }
+}
+
+/// The result of a task on a [`BlockingPool`]: wait for it, or have a
+/// continuation scheduled on the work-stealing pool when it is ready.
+/// Dropping it detaches the task.
+#[must_use = "dropping a BlockingTask detaches it; wait() for it or chain it with then()"]
+pub struct BlockingTask<T> {
+    completion: Arc<Completion<T>>,
+}
+
+impl<T: Send + 'static> BlockingTask<T> {
+    /// Whether the task has finished (or was cancelled by shutdown).
+    pub fn is_finished(&self) -> bool {
+        matches!(*self.completion.lock(), Outcome::Done(_))
+    }
+
+    /// Blocks the calling thread (it sleeps; it runs nothing) until the task
+    /// finishes, and returns its result or its panic.
+    pub fn wait(self) -> Result<T, JoinError> {
+        let mut outcome = self.completion.lock();
+        loop {
+            match std::mem::replace(&mut *outcome, Outcome::Taken) {
+                Outcome::Done(result) => return result,
+                pending @ Outcome::Pending(_) => {
+                    *outcome = pending;
+                    outcome = self
+                        .completion
+                        .finished
+                        .wait(outcome)
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+                Outcome::Taken => unreachable!("a blocking task's result was taken twice"),
+            }
+        }
+    }
+
+    /// When the task finishes, runs `f` with its result as a task of `lane`
+    /// on `pool`, so nobody waits for the I/O. If `pool` refuses the task
+    /// (it is shutting down), `f` runs on the thread that finished the
+    /// blocking task instead: the result is never lost.
+    pub fn then<F>(self, pool: &PoolHandle, lane: Lane, f: F)
+    where
+        F: FnOnce(Result<T, JoinError>) + Send + 'static,
+    {
+        let pool = pool.clone();
+        let continuation: Continuation<T> = Box::new(move |result| {
+            if let Err(refused) = pool.spawn(lane, move || f(result)) {
+                (refused.into_inner())();
+            }
+        });
+        let mut outcome = self.completion.lock();
+        match std::mem::replace(&mut *outcome, Outcome::Taken) {
+            Outcome::Pending(None) => *outcome = Outcome::Pending(Some(continuation)),
+            Outcome::Done(result) => {
+                drop(outcome);
+                run_continuation(continuation, result);
+            }
+            Outcome::Pending(Some(_)) | Outcome::Taken => {
+                unreachable!("then() consumes the only handle")
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for BlockingTask<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingTask").finish_non_exhaustive()
+    }
+}

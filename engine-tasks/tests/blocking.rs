@@ -1,0 +1,292 @@
+//! The blocking pool: cap, keep-alive, shutdown, spawn failure,
+//! continuations on the work-stealing pool.
+
+use engine_tasks::blocking::BlockingBuildError;
+use engine_tasks::{BlockingError, BlockingPool, JoinError, Lane, Pool};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Counts how many instances are alive; drop decrements.
+struct Alive(Arc<AtomicUsize>);
+impl Alive {
+    fn new(count: &Arc<AtomicUsize>) -> Alive {
+        count.fetch_add(1, Ordering::SeqCst);
+        Alive(count.clone())
+    }
+}
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_flood_never_exceeds_the_cap() {
+    let pool = BlockingPool::builder().cap(4).build().unwrap();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..300)
+        .map(|i| {
+            let (running, most) = (running.clone(), most.clone());
+            pool.spawn(move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                thread::sleep(Duration::from_micros(300));
+                running.fetch_sub(1, Ordering::SeqCst);
+                i
+            })
+            .unwrap()
+        })
+        .collect();
+    let sum: usize = tasks.into_iter().map(|t| t.wait().unwrap()).sum();
+    assert_eq!(sum, (0..300).sum::<usize>());
+    assert!(most.load(Ordering::SeqCst) <= 4);
+    let metrics = pool.metrics();
+    assert!(metrics.peak_threads <= 4 && metrics.peak_threads >= 1);
+    assert_eq!(metrics.completed, 300);
+    assert_eq!(metrics.queued, 0);
+}
+
+#[test]
+fn idle_threads_exit_after_the_keep_alive_and_respawn() {
+    let pool = BlockingPool::builder()
+        .cap(3)
+        .keep_alive(Duration::from_millis(30))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let tasks: Vec<_> = (0..3)
+            .map(|_| {
+                pool.spawn(|| thread::sleep(Duration::from_millis(5)))
+                    .unwrap()
+            })
+            .collect();
+        for t in tasks {
+            t.wait().unwrap();
+        }
+        assert!(pool.metrics().threads >= 1, "round {round}");
+        wait_until("idle threads to exit", || pool.metrics().threads == 0);
+        assert_eq!(pool.metrics().idle_threads, 0);
+    }
+    assert_eq!(pool.metrics().completed, 9);
+}
+
+#[test]
+fn shutdown_runs_mandatory_tasks_and_drops_the_rest() {
+    /// Opens the gate even if an assertion fails, so the pool's drop
+    /// cannot wait forever for the gated task.
+    struct OpenOnDrop(Arc<AtomicBool>);
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let gate = Arc::new(AtomicBool::new(false));
+    let _open = OpenOnDrop(gate.clone());
+    let pool = BlockingPool::builder().cap(1).build().unwrap();
+    let (g, started) = (gate.clone(), Arc::new(AtomicBool::new(false)));
+    let s = started.clone();
+    let first = pool
+        .spawn(move || {
+            s.store(true, Ordering::SeqCst);
+            while !g.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    wait_until("the gated task to start", || started.load(Ordering::SeqCst));
+    let ran_mandatory = Arc::new(AtomicUsize::new(0));
+    let ran_other = Arc::new(AtomicUsize::new(0));
+    let alive = Arc::new(AtomicUsize::new(0));
+    let mut mandatory = Vec::new();
+    let mut others = Vec::new();
+    for _ in 0..5 {
+        let (ran, token) = (ran_mandatory.clone(), Alive::new(&alive));
+        mandatory.push(
+            pool.spawn_mandatory(move || {
+                let _token = token;
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+        );
+        let (ran, token) = (ran_other.clone(), Alive::new(&alive));
+        others.push(
+            pool.spawn(move || {
+                let _token = token;
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+        );
+    }
+    assert_eq!(pool.metrics().queued, 10);
+    let opener = {
+        let gate = gate.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            gate.store(true, Ordering::SeqCst);
+        })
+    };
+    pool.shutdown();
+    opener.join().unwrap();
+    assert_eq!(ran_mandatory.load(Ordering::SeqCst), 5);
+    assert_eq!(ran_other.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        alive.load(Ordering::SeqCst),
+        0,
+        "every captured value was dropped"
+    );
+    first.wait().unwrap();
+    for t in mandatory {
+        t.wait().unwrap();
+    }
+    for t in others {
+        assert!(matches!(t.wait(), Err(JoinError::Cancelled)));
+    }
+    assert_eq!(pool.metrics().threads, 0);
+    let refused = pool.spawn(|| 1).unwrap_err();
+    assert!(matches!(refused, BlockingError::ShutDown(_)));
+    assert_eq!((refused.into_inner())(), 1, "the closure comes back");
+}
+
+#[test]
+fn spawn_failure_with_no_thread_is_an_error_not_a_panic() {
+    let pool = BlockingPool::builder()
+        .spawn_with(|_, _| Err(std::io::Error::other("thread limit")))
+        .build()
+        .unwrap();
+    let err = pool.spawn(|| 5).unwrap_err();
+    assert!(matches!(err, BlockingError::NoThread(_)));
+    assert!(err.to_string().contains("no blocking thread"));
+    assert_eq!((err.into_inner())(), 5);
+    assert!(pool.metrics().spawn_failures >= 1);
+    // Mandatory work refused the same way; shutdown has nothing to run.
+    assert!(pool.spawn_mandatory(|| ()).is_err());
+}
+
+#[test]
+fn after_a_spawn_failure_tasks_wait_for_the_threads_that_exist() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let pool = BlockingPool::builder()
+        .cap(8)
+        .spawn_with(move |spec, main| {
+            if s.fetch_add(1, Ordering::SeqCst) == 0 {
+                thread::Builder::new().name(spec.name).spawn(main)
+            } else {
+                Err(std::io::Error::other("no more threads"))
+            }
+        })
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..50u64)
+        .map(|i| {
+            pool.spawn(move || {
+                thread::sleep(Duration::from_micros(100));
+                i
+            })
+            .unwrap()
+        })
+        .collect();
+    let sum: u64 = tasks.into_iter().map(|t| t.wait().unwrap()).sum();
+    assert_eq!(sum, (0..50).sum::<u64>());
+    let metrics = pool.metrics();
+    assert_eq!(metrics.peak_threads, 1);
+    assert!(metrics.spawn_failures >= 1);
+}
+
+#[test]
+fn panics_come_back_and_threads_survive() {
+    let pool = BlockingPool::builder().cap(2).build().unwrap();
+    for i in 0..20 {
+        let err = pool
+            .spawn(move || -> u32 { panic!("read {i} failed") })
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert_eq!(
+            err.panic_message(),
+            Some(format!("read {i} failed").as_str())
+        );
+    }
+    assert_eq!(pool.spawn(|| 3).unwrap().wait().unwrap(), 3);
+}
+
+#[test]
+fn continuations_run_on_the_work_stealing_pool() {
+    let blocking = BlockingPool::new();
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    for i in 0..100u64 {
+        let tx = tx.clone();
+        blocking
+            .spawn(move || i * 3)
+            .unwrap()
+            .then(&pool, Lane::Background, move |result| {
+                let name = thread::current().name().map(str::to_owned);
+                tx.send((result.unwrap(), name)).unwrap();
+            });
+    }
+    drop(tx);
+    let got: Vec<(u64, Option<String>)> = rx.iter().collect();
+    assert_eq!(got.len(), 100);
+    assert_eq!(
+        got.iter().map(|g| g.0).sum::<u64>(),
+        3 * (0..100).sum::<u64>()
+    );
+    assert!(got.iter().all(|(_, name)| name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("engine-worker"))));
+}
+
+#[test]
+fn a_continuation_is_not_lost_when_the_pool_refuses_it() {
+    let blocking = BlockingPool::new();
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let handle = pool.handle();
+    drop(pool); // shut down: spawning now fails
+    let (tx, rx) = mpsc::channel();
+    blocking
+        .spawn(|| 9)
+        .unwrap()
+        .then(&handle, Lane::Normal, move |r| tx.send(r.unwrap()).unwrap());
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), 9);
+}
+
+#[test]
+fn shutdown_from_a_blocking_thread_does_not_deadlock() {
+    let pool = BlockingPool::builder().cap(2).build().unwrap();
+    let handle = pool.handle();
+    let task = pool
+        .spawn(move || {
+            handle.shutdown();
+            7
+        })
+        .unwrap();
+    assert_eq!(task.wait().unwrap(), 7);
+    drop(pool);
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    assert_eq!(
+        BlockingPool::builder().cap(0).build().unwrap_err(),
+        BlockingBuildError::ZeroCap
+    );
+    assert_eq!(
+        BlockingPool::builder()
+            .keep_alive(Duration::ZERO)
+            .build()
+            .unwrap_err(),
+        BlockingBuildError::ZeroKeepAlive
+    );
+}
