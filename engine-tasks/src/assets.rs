@@ -6,10 +6,12 @@
 //!
 //! 1. [`AssetStreamer::request`] checks the path without touching the disk
 //!    (relative, no `..`) and queues the request by priority.
-//! 2. At most `max_reads_in_flight` requests are read at once, each as one
-//!    blocking-pool task: resolve the path, refuse it if it leads outside
-//!    the root (a symbolic link out of it), read the file. When a read
-//!    ends, the next most urgent request starts.
+//! 2. Up to `max_reads_in_flight` reader jobs run on the blocking pool.
+//!    Each takes the most urgent waiting request, resolves its path
+//!    (refusing one that leads outside the root through a symbolic link),
+//!    reads the file, and repeats until no request waits. So reads follow
+//!    priority at the moment a reader is free, and the streamer never holds
+//!    more than `max_reads_in_flight` blocking threads.
 //! 3. The file's bytes go to a [`Lane::Background`] task on the
 //!    work-stealing pool, which decodes them ([`decode_asset`]: LZ4 frames
 //!    with a content checksum, inside a small header with the expected
@@ -35,6 +37,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub const ASSET_MAGIC: [u8; 4] = *b"ETA1";
 /// Header: magic, then the decoded size as a little-endian `u64`.
 const HEADER_LEN: usize = 12;
+/// Decoded bytes per background task: about 50 µs of LZ4 decoding on the
+/// development VM (LZ4 decodes at a few GB/s), so a frame-critical task
+/// never waits longer than that for a worker that is decoding.
+pub const DECODE_STEP: usize = 128 * 1024;
 /// Largest decoded asset accepted (a corrupt size field must not make the
 /// decoder reserve gigabytes).
 pub const MAX_ASSET_SIZE: u64 = 1 << 30;
@@ -57,22 +63,69 @@ pub fn encode_asset(data: &[u8]) -> Vec<u8> {
 /// Decodes an asset file made by [`encode_asset`], checking the header, the
 /// LZ4 frame's checksum and the decoded size.
 pub fn decode_asset(file: &[u8]) -> Result<Vec<u8>, String> {
-    if file.len() < HEADER_LEN || file[..4] != ASSET_MAGIC {
-        return Err("not an asset file (bad magic)".into());
+    let mut decoder = AssetDecoder::new(file)?;
+    while !decoder.step(usize::MAX)? {}
+    Ok(decoder.into_data())
+}
+
+/// Decodes an asset file a slice at a time, so that a large asset becomes
+/// many short background tasks instead of one long one.
+pub struct AssetDecoder<R: AsRef<[u8]>> {
+    frame: lz4_flex::frame::FrameDecoder<io::Cursor<R>>,
+    data: Vec<u8>,
+    size: u64,
+}
+
+impl<R: AsRef<[u8]>> AssetDecoder<R> {
+    /// Checks the header and prepares to decode.
+    pub fn new(file: R) -> Result<Self, String> {
+        let bytes = file.as_ref();
+        if bytes.len() < HEADER_LEN || bytes[..4] != ASSET_MAGIC {
+            return Err("not an asset file (bad magic)".into());
+        }
+        let size = u64::from_le_bytes(bytes[4..HEADER_LEN].try_into().expect("8 bytes"));
+        if size > MAX_ASSET_SIZE {
+            return Err(format!("declared size {size} exceeds {MAX_ASSET_SIZE}"));
+        }
+        let mut cursor = io::Cursor::new(file);
+        cursor.set_position(HEADER_LEN as u64);
+        Ok(AssetDecoder {
+            frame: lz4_flex::frame::FrameDecoder::new(cursor),
+            data: Vec::with_capacity(size as usize),
+            size,
+        })
     }
-    let size = u64::from_le_bytes(file[4..HEADER_LEN].try_into().expect("8 bytes"));
-    if size > MAX_ASSET_SIZE {
-        return Err(format!("declared size {size} exceeds {MAX_ASSET_SIZE}"));
+
+    /// Decodes up to `budget` more bytes. `Ok(true)` once the whole frame is
+    /// decoded and checked.
+    pub fn step(&mut self, budget: usize) -> Result<bool, String> {
+        let before = self.data.len();
+        let want = budget.max(1) as u64;
+        (&mut self.frame)
+            .take(want)
+            .read_to_end(&mut self.data)
+            .map_err(|e| format!("LZ4 frame: {e}"))?;
+        if self.data.len() as u64 > self.size {
+            return Err(format!("more than the {} bytes the header says", self.size));
+        }
+        if ((self.data.len() - before) as u64) < want {
+            // The frame ended (its checksum was checked at the end).
+            if self.data.len() as u64 != self.size {
+                return Err(format!(
+                    "decoded {} bytes, header says {}",
+                    self.data.len(),
+                    self.size
+                ));
+            }
+            return Ok(true);
+        }
+        Ok(false)
     }
-    let mut data = Vec::with_capacity(size as usize);
-    lz4_flex::frame::FrameDecoder::new(&file[HEADER_LEN..])
-        .take(size + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| format!("LZ4 frame: {e}"))?;
-    if data.len() as u64 != size {
-        return Err(format!("decoded {} bytes, header says {size}", data.len()));
+
+    /// The decoded bytes.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
     }
-    Ok(data)
 }
 
 /// Identifies a request.
@@ -196,7 +249,8 @@ struct Requests {
     /// Requests not yet ended.
     live: HashSet<AssetId>,
     cancelled: HashSet<AssetId>,
-    reads_in_flight: usize,
+    /// Reader jobs queued or running on the blocking pool.
+    readers: usize,
     next_id: u64,
 }
 
@@ -356,79 +410,106 @@ fn is_plain_relative(path: &Path) -> bool {
             .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
+/// One reader job's claim on a read slot. If the job is dropped without
+/// running (the blocking pool shut down, or refused it) or panics, the slot
+/// is given back, and if it was the last reader, the requests still waiting
+/// fail with [`AssetErrorKind::PoolUnavailable`] rather than wait forever.
+struct ReaderSlot {
+    inner: Arc<Inner>,
+    armed: bool,
+}
+
+impl ReaderSlot {
+    /// Reads the most urgent waiting request, hands its bytes to a decode
+    /// task on the background lane, and repeats until none waits.
+    fn read_loop(mut self) {
+        let inner = self.inner.clone();
+        loop {
+            let (next, cancelled) = {
+                let mut requests = inner.lock_requests();
+                let Some(next) = requests.pending.pop() else {
+                    requests.readers -= 1;
+                    inner.publish_readers(&requests);
+                    self.armed = false;
+                    return;
+                };
+                let cancelled = requests.cancelled.contains(&next.id);
+                (next, cancelled)
+            };
+            let Pending { id, path, .. } = next;
+            if cancelled {
+                let kind = AssetErrorKind::Cancelled;
+                inner.finish(Err(AssetError { id, path, kind }));
+                continue;
+            }
+            let read = inner.read(&path);
+            let decoder = inner.clone();
+            let decode = move || decoder.decode(id, path, read);
+            if let Err(refused) = inner.pool.spawn(Lane::Background, decode) {
+                (refused.into_inner())();
+            }
+        }
+    }
+}
+
+impl Drop for ReaderSlot {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let orphans: Vec<Pending> = {
+            let mut requests = self.inner.lock_requests();
+            requests.readers -= 1;
+            self.inner.publish_readers(&requests);
+            if requests.readers == 0 {
+                requests.pending.drain().collect()
+            } else {
+                Vec::new()
+            }
+        };
+        for Pending { id, path, .. } in orphans {
+            let kind = AssetErrorKind::PoolUnavailable;
+            self.inner.finish(Err(AssetError { id, path, kind }));
+        }
+    }
+}
+
 impl Inner {
     fn lock_requests(&self) -> MutexGuard<'_, Requests> {
         self.requests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts reads while fewer than `max_reads` run.
+    /// Starts reader jobs while fewer than `max_reads` run and requests
+    /// wait. A reader serves requests until none is left, so the blocking
+    /// pool never holds more than `max_reads` of our jobs.
     fn pump(this: &Arc<Inner>) {
         loop {
-            let next = {
+            {
                 let mut requests = this.lock_requests();
-                if requests.reads_in_flight >= this.max_reads {
+                if requests.readers >= this.max_reads || requests.pending.is_empty() {
                     return;
                 }
-                let Some(next) = requests.pending.pop() else {
-                    return;
-                };
-                if requests.cancelled.contains(&next.id) {
-                    drop(requests);
-                    this.finish(Err(AssetError {
-                        id: next.id,
-                        path: next.path,
-                        kind: AssetErrorKind::Cancelled,
-                    }));
-                    continue;
-                }
-                requests.reads_in_flight += 1;
-                // Relaxed: a statistic.
-                this.counters
-                    .reads_in_flight
-                    .store(requests.reads_in_flight, Ordering::Relaxed);
-                next
+                requests.readers += 1;
+                this.publish_readers(&requests);
+            }
+            let slot = ReaderSlot {
+                inner: this.clone(),
+                armed: true,
             };
-            let Pending { id, path, .. } = next;
-            let reader = this.clone();
-            let read_path = path.clone();
-            let job = move || {
-                let bytes = reader.read(&read_path);
-                reader.read_done();
-                bytes
-            };
-            match this.blocking.spawn(job) {
-                Ok(task) => {
-                    let decoder = this.clone();
-                    task.then(&this.pool, Lane::Background, move |read| {
-                        let bytes = read.unwrap_or_else(|e| {
-                            Err(AssetErrorKind::Unreadable(io::Error::other(e.to_string())))
-                        });
-                        decoder.decode(id, path, bytes);
-                    });
-                }
-                Err(_) => {
-                    this.read_done();
-                    this.finish(Err(AssetError {
-                        id,
-                        path,
-                        kind: AssetErrorKind::PoolUnavailable,
-                    }));
-                }
+            if let Err(refused) = this.blocking.spawn(move || slot.read_loop()) {
+                // Dropping the job disarms nothing: its slot fails what is
+                // pending if no other reader is left.
+                drop(refused);
+                return;
             }
         }
     }
 
-    /// One read slot is free again: start the next read.
-    fn read_done(self: &Arc<Self>) {
-        {
-            let mut requests = self.lock_requests();
-            requests.reads_in_flight -= 1;
-            // Relaxed: a statistic.
-            self.counters
-                .reads_in_flight
-                .store(requests.reads_in_flight, Ordering::Relaxed);
-        }
-        Inner::pump(self);
+    fn publish_readers(&self, requests: &Requests) {
+        // Relaxed: a statistic.
+        self.counters
+            .reads_in_flight
+            .store(requests.readers, Ordering::Relaxed);
     }
 
     /// Resolves `path` under the root and reads it (on a blocking thread).
@@ -456,18 +537,45 @@ impl Inner {
     }
 
     /// Decodes a read's bytes (on the background lane) and ends the request.
-    fn decode(&self, id: AssetId, path: PathBuf, read: Result<Vec<u8>, AssetErrorKind>) {
-        let cancelled = self.lock_requests().cancelled.contains(&id);
-        let event = if cancelled {
-            Err(AssetErrorKind::Cancelled)
-        } else {
-            read.and_then(|bytes| decode_asset(&bytes).map_err(AssetErrorKind::Corrupt))
-        };
-        let event = match event {
-            Ok(data) => Ok(Asset { id, path, data }),
-            Err(kind) => Err(AssetError { id, path, kind }),
-        };
-        self.finish(event);
+    fn decode(self: Arc<Self>, id: AssetId, path: PathBuf, read: Result<Vec<u8>, AssetErrorKind>) {
+        match read.and_then(|bytes| AssetDecoder::new(bytes).map_err(AssetErrorKind::Corrupt)) {
+            Ok(decoder) => self.decode_steps(id, path, decoder),
+            Err(kind) => self.finish(Err(AssetError { id, path, kind })),
+        }
+    }
+
+    /// Decodes [`DECODE_STEP`] bytes, then queues the rest as a new
+    /// background task, so frame-critical work never waits long for a
+    /// worker that is decoding.
+    fn decode_steps(
+        self: Arc<Self>,
+        id: AssetId,
+        path: PathBuf,
+        mut decoder: AssetDecoder<Vec<u8>>,
+    ) {
+        if self.lock_requests().cancelled.contains(&id) {
+            let kind = AssetErrorKind::Cancelled;
+            return self.finish(Err(AssetError { id, path, kind }));
+        }
+        match decoder.step(DECODE_STEP) {
+            Ok(true) => {
+                let data = decoder.into_data();
+                self.finish(Ok(Asset { id, path, data }));
+            }
+            Err(why) => {
+                let kind = AssetErrorKind::Corrupt(why);
+                self.finish(Err(AssetError { id, path, kind }));
+            }
+            Ok(false) => {
+                let this = self.clone();
+                let rest = move || this.decode_steps(id, path, decoder);
+                // Detached: the request ends through `finish`. If the pool is
+                // shutting down, the rest runs here.
+                if let Err(refused) = self.pool.spawn(Lane::Background, rest) {
+                    (refused.into_inner())();
+                }
+            }
+        }
     }
 
     /// Ends a request: counts it and queues its event.

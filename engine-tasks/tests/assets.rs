@@ -2,7 +2,8 @@
 //! priorities, cancellation and counters.
 
 use engine_tasks::assets::{
-    decode_asset, encode_asset, AssetErrorKind, AssetEvent, AssetId, AssetStreamer,
+    decode_asset, encode_asset, AssetDecoder, AssetErrorKind, AssetEvent, AssetId, AssetStreamer,
+    DECODE_STEP,
 };
 use engine_tasks::{BlockingPool, Pool};
 use std::collections::HashMap;
@@ -70,6 +71,13 @@ fn codec_round_trips_and_detects_damage() {
     assert!(file.len() < data.len(), "the codec compresses");
     assert_eq!(decode_asset(&file).unwrap(), data);
     assert_eq!(decode_asset(&encode_asset(&[])).unwrap(), Vec::<u8>::new());
+    let mut steps = 0;
+    let mut decoder = AssetDecoder::new(&file[..]).unwrap();
+    while !decoder.step(1000).unwrap() {
+        steps += 1;
+    }
+    assert_eq!(steps, 100, "1,000 bytes a step");
+    assert_eq!(decoder.into_data(), data);
 
     let mut flipped = file.clone();
     let at = flipped.len() - 10;
@@ -95,6 +103,9 @@ fn every_request_ends_with_the_right_event() {
     fs::create_dir_all(root.join("sub")).unwrap();
     let good = payload(3, 50_000);
     fs::write(root.join("good.eta"), encode_asset(&good)).unwrap();
+    // Decoded in several background tasks.
+    let big = payload(5, 5 * DECODE_STEP / 2);
+    fs::write(root.join("big.eta"), encode_asset(&big)).unwrap();
     fs::write(root.join("sub/small.eta"), encode_asset(b"hello")).unwrap();
     fs::write(root.join("garbage.eta"), payload(7, 3000)).unwrap();
     let mut truncated = encode_asset(&good);
@@ -112,6 +123,7 @@ fn every_request_ends_with_the_right_event() {
     let streamer = AssetStreamer::new(&root, &pool, &blocking, 2).unwrap();
     let requests: Vec<(&str, AssetId)> = [
         "good.eta",
+        "big.eta",
         "sub/small.eta",
         "./sub/small.eta",
         "missing.eta",
@@ -134,6 +146,7 @@ fn every_request_ends_with_the_right_event() {
         events.remove(&id).unwrap()
     };
     assert_eq!(outcome("good.eta").unwrap().data, good);
+    assert_eq!(outcome("big.eta").unwrap().data, big);
     assert_eq!(outcome("link_in.eta").unwrap().data, good);
     assert_eq!(outcome("sub/small.eta").unwrap().data, b"hello");
     assert_eq!(outcome("./sub/small.eta").unwrap().data, b"hello");
@@ -168,11 +181,14 @@ fn every_request_ends_with_the_right_event() {
         );
     }
     let progress = streamer.progress();
-    assert_eq!(progress.requested, 13);
-    assert_eq!(progress.loaded, 4);
+    assert_eq!(progress.requested, 14);
+    assert_eq!(progress.loaded, 5);
     assert_eq!(progress.failed, 9);
-    assert_eq!(progress.finished(), 13);
-    assert_eq!(progress.bytes_decoded, 2 * good.len() as u64 + 10);
+    assert_eq!(progress.finished(), 14);
+    assert_eq!(
+        progress.bytes_decoded,
+        (2 * good.len() + big.len()) as u64 + 10
+    );
     assert!(progress.bytes_read > 0);
     assert_eq!(progress.reads_in_flight, 0);
 }
@@ -200,8 +216,8 @@ fn higher_priority_is_read_first_and_cancelled_requests_end_cancelled() {
     let doomed = streamer.request("doomed", 5);
     let high = streamer.request("high", 10);
     let mid = streamer.request("mid", 5);
-    // `low` was the first request, so its read started (and waits for the
-    // gate); the others wait in the streamer, by priority.
+    // The one reader job waits behind the gate; when it runs, it takes the
+    // waiting requests most urgent first.
     assert!(streamer.cancel(doomed));
     gate.store(true, Ordering::SeqCst);
     gated.wait().unwrap();
@@ -211,7 +227,7 @@ fn higher_priority_is_read_first_and_cancelled_requests_end_cancelled() {
         .map(|e| e.as_ref().map(|a| a.id).unwrap_or_else(|err| err.id))
         .collect();
     let loaded: Vec<AssetId> = order.iter().copied().filter(|&id| id != doomed).collect();
-    assert_eq!(loaded, [low, high, mid]);
+    assert_eq!(loaded, [high, mid, low]);
     let doomed_event = events
         .iter()
         .find(|e| e.as_ref().err().is_some_and(|err| err.id == doomed))

@@ -8,11 +8,14 @@
 //!
 //! `cargo run --release --example game_loop -- --help` lists the flags.
 
+#[path = "../common/asset_dir.rs"]
+mod asset_dir;
 mod systems;
 mod world;
 
 use clap::Parser;
-use engine_tasks::{default_pool, FrameStats, Pool, PoolHandle, TaskGraph};
+use engine_tasks::assets::AssetStreamer;
+use engine_tasks::{default_pool, BlockingPool, FrameStats, Pool, PoolHandle, TaskGraph};
 use std::time::{Duration, Instant};
 use world::World;
 
@@ -33,6 +36,11 @@ struct Args {
     /// Target frames per second; 0 runs frames back to back.
     #[arg(long, default_value_t = 60.0)]
     rate: f64,
+    /// Compressed asset files to write to a temporary directory and stream
+    /// in the background while the game runs (two requests per frame, read
+    /// on the blocking pool, decoded on the background lane); 0 for none.
+    #[arg(long, default_value_t = 200)]
+    assets: usize,
 }
 
 /// Frame times and busy time per thread over a window of frames.
@@ -122,6 +130,23 @@ fn main() {
         workers,
     );
 
+    let blocking = BlockingPool::new();
+    let asset_root = std::env::temp_dir().join(format!("engine-tasks-game-{}", std::process::id()));
+    let asset_files = match asset_dir::write_asset_dir(&asset_root, args.assets) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!(
+                "game_loop: cannot write assets to {}: {e}",
+                asset_root.display()
+            );
+            std::process::exit(1);
+        }
+    };
+    let streamer = AssetStreamer::new(&asset_root, pool, &blocking, 2).expect("asset root exists");
+    let mut asset_events = Vec::new();
+    let mut next_asset = 0;
+    let (mut assets_loaded, mut asset_bytes, mut asset_failures) = (0u64, 0u64, 0u64);
+
     let world = World::new(args.entities);
     let mut graph: TaskGraph<World> = systems::build();
     println!("graph: {} systems", graph.len());
@@ -135,6 +160,27 @@ fn main() {
     let mut failures = 0u64;
     let mut next_frame = Instant::now();
     for _ in 0..args.frames {
+        // Start of the frame: take the assets that finished, ask for more.
+        asset_events.clear();
+        streamer.drain(&mut asset_events);
+        for event in &asset_events {
+            match event {
+                Ok(asset) => {
+                    assets_loaded += 1;
+                    asset_bytes += asset.data.len() as u64;
+                }
+                Err(e) => {
+                    asset_failures += 1;
+                    eprintln!("game_loop: asset {e}");
+                }
+            }
+        }
+        for _ in 0..2 {
+            if let Some(file) = asset_files.get(next_asset) {
+                streamer.request(&file.name, 0);
+                next_asset += 1;
+            }
+        }
         match graph.run(pool, &world) {
             Ok(stats) => {
                 second.add(stats);
@@ -149,12 +195,14 @@ fn main() {
         if second_start.elapsed() >= Duration::from_secs(1) {
             let fps = f64::from(second_frames) / second_start.elapsed().as_secs_f64();
             println!(
-                "{:5.1} fps | frame p50 {:6.3} ms p99 {:6.3} ms | busy {} | visible {}",
+                "{:5.1} fps | frame p50 {:6.3} ms p99 {:6.3} ms | busy {} | visible {} | assets {}/{}",
                 fps,
                 ms(second.percentile(0.5)),
                 ms(second.percentile(0.99)),
                 second.utilisation(workers),
                 world.hud.lock().unwrap().visible,
+                assets_loaded,
+                asset_files.len(),
             );
             second = Window::default();
             second_start = Instant::now();
@@ -202,6 +250,12 @@ fn main() {
         ms(last.total_work()),
     );
     println!(
+        "  assets streamed {assets_loaded} of {} ({:.1} of {:.1} MB decoded), {asset_failures} failed",
+        asset_files.len(),
+        asset_bytes as f64 / 1e6,
+        asset_files.iter().map(|f| f.bytes).sum::<u64>() as f64 / 1e6,
+    );
+    println!(
         "  steals {}, parks {}, snapshots sent {}, mean speed {:.2} m/s, checksum {:016x}",
         all.steals,
         pool_stats.parks(),
@@ -209,4 +263,6 @@ fn main() {
         hud.mean_speed,
         *world.checksum.lock().unwrap(),
     );
+    drop(streamer);
+    let _ = std::fs::remove_dir_all(&asset_root);
 }
