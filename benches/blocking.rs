@@ -77,7 +77,7 @@ fn asset_dir() -> (PathBuf, Vec<PathBuf>, u64) {
     let mut total = 0;
     let names = (0..120usize)
         .map(|i| {
-            let size = 16 * 1024 << (i % 6);
+            let size = (16 * 1024) << (i % 6);
             let data: Vec<u8> = (0..size)
                 .map(|j| ((j % 251) as u8).wrapping_add((j / 4096) as u8 ^ (i as u8)))
                 .collect();

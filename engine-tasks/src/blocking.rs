@@ -455,6 +455,7 @@ impl Inner {
         m.idle.store(state.idle, Ordering::Relaxed);
         m.queued.store(state.queue.len(), Ordering::Relaxed);
         m.peak.fetch_max(state.threads, Ordering::Relaxed);
+        instrument::blocking_threads(state.threads);
     }
 
     fn on_pool_thread(&self) -> bool {
@@ -497,6 +498,7 @@ impl Inner {
     fn thread_main(self: Arc<Self>) {
         let _abort = AbortOnUnwind("inside a blocking thread's loop");
         CURRENT_POOL.with(|p| p.set(Arc::as_ptr(&self) as usize));
+        instrument::thread_started(thread::current().name().unwrap_or("engine-blocking"));
         let mut state = self.lock();
         loop {
             // After shutdown only mandatory tasks are left in the queue.

@@ -77,6 +77,8 @@ mod spawn;
 #[cfg(not(loom))]
 mod stats;
 #[cfg(not(loom))]
+pub mod timeline;
+#[cfg(not(loom))]
 mod worker;
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::worker;
 use std::fmt;
 use std::io;
 use std::ops::{Deref, Range};
+use std::panic::Location;
 use std::sync::{Arc, OnceLock};
 
 /// Smallest stack a worker may be given: below this even the scheduler's own
@@ -299,17 +300,19 @@ impl PoolHandle {
 
     /// Runs `f` on the pool in `lane`. Fails, handing `f` back, once the pool
     /// is shutting down.
+    #[track_caller]
     pub fn spawn<F, T>(&self, lane: Lane, f: F) -> Result<JoinHandle<T>, SpawnError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_cell(lane, None, f)
+        self.spawn_cell(lane, None, f, Location::caller())
     }
 
     /// Like [`spawn`](Self::spawn), with a token the task can poll. If the
     /// token is cancelled before the task starts, it is not run and its
     /// handle returns [`JoinError::Cancelled`](crate::JoinError::Cancelled).
+    #[track_caller]
     pub fn spawn_cancellable<F, T>(
         &self,
         lane: Lane,
@@ -327,6 +330,7 @@ impl PoolHandle {
                 f,
                 token: token.clone(),
             },
+            Location::caller(),
         )
         .map_err(|err| SpawnError { task: err.task.f })
     }
@@ -336,6 +340,7 @@ impl PoolHandle {
         lane: Lane,
         token: Option<CancellationToken>,
         f: F,
+        site: &'static Location<'static>,
     ) -> Result<JoinHandle<T>, SpawnError<F>>
     where
         F: Body<T> + 'static,
@@ -345,7 +350,7 @@ impl PoolHandle {
         if shared.is_shutdown() {
             return Err(SpawnError { task: f });
         }
-        let cell = SpawnCell::new(lane, token, f);
+        let cell = SpawnCell::new(lane, token, f, site);
         let task = SpawnCell::task_ref(&cell);
         let outside = worker::with_current(|local| match local {
             Some(local) if std::ptr::eq(local.shared, &**shared) => {
@@ -369,6 +374,7 @@ impl PoolHandle {
     /// single wake-up (the woken thread passes the search on as it finds
     /// work). Handles come back in the order of `tasks`. Fails, handing every
     /// closure back, once the pool is shutting down.
+    #[track_caller]
     pub fn spawn_batch<I, F, T>(
         &self,
         lane: Lane,
@@ -380,13 +386,14 @@ impl PoolHandle {
         T: Send + 'static,
     {
         let shared = &self.shared;
+        let site = Location::caller();
         let tasks: Vec<F> = tasks.into_iter().collect();
         if shared.is_shutdown() {
             return Err(SpawnError { task: tasks });
         }
         let cells: Vec<_> = tasks
             .into_iter()
-            .map(|f| SpawnCell::new(lane, None, f))
+            .map(|f| SpawnCell::new(lane, None, f, site))
             .collect();
         let inside = worker::with_current(|local| match local {
             Some(local) if std::ptr::eq(local.shared, &**shared) => {

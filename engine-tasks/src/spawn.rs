@@ -16,6 +16,7 @@ use crate::worker;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::panic::Location;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -86,9 +87,14 @@ where
     F: Body<T>,
     T: Send,
 {
-    pub(crate) fn new(lane: Lane, token: Option<CancellationToken>, f: F) -> Arc<Self> {
+    pub(crate) fn new(
+        lane: Lane,
+        token: Option<CancellationToken>,
+        f: F,
+        site: &'static Location<'static>,
+    ) -> Arc<Self> {
         Arc::new(SpawnCell {
-            header: Header::new(Self::run),
+            header: Header::with_site(Self::run, site),
             latch: Latch::new(1),
             lane,
             token,

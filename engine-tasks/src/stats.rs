@@ -90,6 +90,12 @@ impl SlotCounters {
         self.parked_ticks.add(clock::ticks().saturating_sub(since));
     }
 
+    /// Whether the slot's owner is parked now (a hint).
+    pub(crate) fn is_parked(&self) -> bool {
+        // Relaxed: a statistic.
+        self.parked_since.load(Ordering::Relaxed) != 0
+    }
+
     /// Ticks parked up to `now`, including a park still going on. Racy by
     /// one park's worth at most, which is fine for statistics.
     pub(crate) fn parked_ticks_at(&self, now: u64) -> u64 {

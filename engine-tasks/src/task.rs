@@ -11,6 +11,7 @@
 //! queue. Running consumes it.
 
 use crate::loom::atomic::AtomicPtr;
+use std::panic::Location;
 use std::ptr::{self, NonNull};
 
 /// Type-erased entry point of a task.
@@ -28,6 +29,8 @@ pub(crate) struct Header {
     /// that currently holds the task touches it.
     pub(crate) next: AtomicPtr<Header>,
     run: RunFn,
+    /// Where the task was spawned, for profiler zones.
+    site: Option<&'static Location<'static>>,
 }
 
 impl Header {
@@ -35,6 +38,14 @@ impl Header {
         Header {
             next: AtomicPtr::new(ptr::null_mut()),
             run,
+            site: None,
+        }
+    }
+
+    pub(crate) fn with_site(run: RunFn, site: &'static Location<'static>) -> Self {
+        Header {
+            site: Some(site),
+            ..Header::new(run)
         }
     }
 }
@@ -66,6 +77,14 @@ impl TaskRef {
     #[inline(always)]
     pub(crate) fn as_ptr(&self) -> *mut Header {
         self.0.as_ptr()
+    }
+
+    /// Where the task was spawned, if recorded.
+    #[inline(always)]
+    pub(crate) fn site(&self) -> Option<&'static Location<'static>> {
+        // SAFETY: by the constructor's contract the header is live; `site`
+        // is never written after construction.
+        unsafe { (*self.0.as_ptr()).site }
     }
 
     /// Runs the task, consuming the reference.

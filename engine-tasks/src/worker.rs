@@ -521,7 +521,7 @@ impl<'a> Local<'a> {
         // the joiner's acquire then also sees the count.
         self.slot.counters.lanes[lane.index()].executed.bump();
         {
-            let _span = instrument::task(lane);
+            let _span = instrument::task(lane, task.site());
             task.run();
         }
         self.background_depth
@@ -736,7 +736,7 @@ pub(crate) fn wait_without_slot(
     while !latch.is_set() {
         let pinned = inbox.and_then(|q| q.try_lock().and_then(|mut consumer| consumer.pop()));
         if let Some(task) = pinned {
-            let _span = instrument::task(Lane::FrameCritical);
+            let _span = instrument::task(Lane::FrameCritical, task.site());
             task.run();
             continue;
         }
@@ -782,7 +782,7 @@ fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
         if let Some(task) = task {
             shared.external.lanes[lane.index()].executed.add_shared(1);
             {
-                let _span = instrument::task(lane);
+                let _span = instrument::task(lane, task.site());
                 task.run();
             }
             if background {
@@ -817,6 +817,7 @@ impl Drop for AbortOnUnwind {
 /// that spawned it handed over its token).
 pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
     let _abort = AbortOnUnwind("inside a worker thread's scheduler loop");
+    instrument::thread_started(std::thread::current().name().unwrap_or("engine-worker"));
     // SAFETY: worker `index` is spawned once, and this thread is it.
     let local = unsafe { Local::new(&shared, index, true) };
     local.enter(|| loop {

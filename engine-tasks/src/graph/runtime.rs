@@ -61,6 +61,8 @@ const WAKE_WORTH_NANOS: f64 = 20_000.0;
 
 struct Node<C: ?Sized> {
     name: Box<str>,
+    /// The name's number in the timeline recorder and profiler.
+    name_id: u32,
     lane: Lane,
     pinned: bool,
     /// Whether queueing this node wakes a sleeping thread (see
@@ -199,6 +201,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let nodes: Box<[Node<C>]> = specs
             .into_iter()
             .map(|s| Node {
+                name_id: instrument::intern_node_name(&s.name),
                 name: s.name.into(),
                 lane: s.lane,
                 pinned: s.pinned,
@@ -311,6 +314,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
+        let frame_span = instrument::frame(number);
         if !roots.is_empty() {
             worker::with_slot(pool_shared, |local| {
                 // SAFETY: no task of this frame is queued yet.
@@ -349,6 +353,15 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 }
             });
         }
+        instrument::frame_plots(
+            |lane| pool_shared.queued(lane),
+            pool_shared.threads_started()
+                - pool_shared.slots[..pool_shared.worker_count()]
+                    .iter()
+                    .filter(|s| s.counters.is_parked())
+                    .count(),
+        );
+        drop(frame_span);
         let end_tick = clock::ticks();
         let ended = Instant::now();
         self.rate.observe(started, start_tick);
@@ -540,7 +553,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                     frame: inputs.number,
                     name: &node.name,
                 };
-                let _span = instrument::node(&node.name);
+                let _span = instrument::node(node.name_id, node.lane);
                 // SAFETY: this thread owns the node for this frame (module
                 // docs), so nobody else is in its body.
                 let body = unsafe { &mut *node.body.get() };
