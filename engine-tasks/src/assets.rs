@@ -53,6 +53,11 @@ pub fn encode_asset(data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(data.len() as u64).to_le_bytes());
     let mut info = lz4_flex::frame::FrameInfo::new();
     info.content_checksum = true;
+    // 64 KiB blocks: the decoder's block buffer is this size, and with the
+    // default ("auto": the size of the first write, up to 4 MiB) every
+    // decode of a large asset zeroed a fresh multi-megabyte buffer, which
+    // cost more than the decompression itself.
+    info.block_size = lz4_flex::frame::BlockSize::Max64KB;
     let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
     encoder
         .write_all(data)
@@ -91,7 +96,8 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
         cursor.set_position(HEADER_LEN as u64);
         Ok(AssetDecoder {
             frame: lz4_flex::frame::FrameDecoder::new(cursor),
-            data: Vec::with_capacity(size as usize),
+            // One spare byte: `step` reads one past the end to find it.
+            data: Vec::with_capacity(size as usize + 1),
             size,
         })
     }
@@ -99,25 +105,31 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
     /// Decodes up to `budget` more bytes. `Ok(true)` once the whole frame is
     /// decoded and checked.
     pub fn step(&mut self, budget: usize) -> Result<bool, String> {
-        let before = self.data.len();
-        let want = budget.max(1) as u64;
-        (&mut self.frame)
-            .take(want)
-            .read_to_end(&mut self.data)
-            .map_err(|e| format!("LZ4 frame: {e}"))?;
+        let start = self.data.len();
+        let room = (self.size as usize).saturating_sub(start);
+        // One byte past the declared size, to notice data that runs over.
+        let want = budget.max(1).min(room + 1);
+        // Zero only the bytes this step may fill (the capacity was reserved).
+        self.data.resize(start + want, 0);
+        let mut filled = 0;
+        while filled < want {
+            match self.frame.read(&mut self.data[start + filled..]) {
+                Ok(0) => {
+                    // The frame ended; its checksum was checked on the way.
+                    self.data.truncate(start + filled);
+                    if self.data.len() as u64 != self.size {
+                        let (got, size) = (self.data.len(), self.size);
+                        return Err(format!("decoded {got} bytes, header says {size}"));
+                    }
+                    return Ok(true);
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("LZ4 frame: {e}")),
+            }
+        }
         if self.data.len() as u64 > self.size {
             return Err(format!("more than the {} bytes the header says", self.size));
-        }
-        if ((self.data.len() - before) as u64) < want {
-            // The frame ended (its checksum was checked at the end).
-            if self.data.len() as u64 != self.size {
-                return Err(format!(
-                    "decoded {} bytes, header says {}",
-                    self.data.len(),
-                    self.size
-                ));
-            }
-            return Ok(true);
         }
         Ok(false)
     }
