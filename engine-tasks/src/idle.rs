@@ -352,4 +352,64 @@ mod loom_models {
             }
         });
     }
+
+    /// Lazy spawning: the pusher may start a thread (`can_spawn`); if it gets
+    /// the token for that, it either starts the thread, which begins as the
+    /// searcher, or the spawn fails and it gives the token back. Either way
+    /// the idle worker, or the new thread, runs the task.
+    #[test]
+    fn lazy_spawn_and_spawn_failure_lose_no_wakeup() {
+        for spawn_succeeds in [true, false] {
+            loom::model(move || {
+                let sleep = Arc::new(Sleep::new(2));
+                let work = Arc::new(AtomicUsize::new(0));
+                let existing = {
+                    let (sleep, work) = (sleep.clone(), work.clone());
+                    thread::spawn(move || worker(&sleep, &work, 0, false, 1))
+                };
+                // Relaxed: published by the SeqCst fence in `notify`.
+                work.fetch_add(1, Ordering::Relaxed);
+                let mut spawned = None;
+                if sleep.notify(Lane::Normal, true) == Notify::NeedThread {
+                    if spawn_succeeds {
+                        let (sleep, work) = (sleep.clone(), work.clone());
+                        // The new thread starts holding the token; it runs
+                        // the task if the existing worker has not.
+                        spawned = Some(thread::spawn(move || {
+                            // Relaxed: the queue stand-in.
+                            let mut n = work.load(Ordering::Relaxed);
+                            while n > 0 {
+                                let next = n - 1;
+                                match work.compare_exchange(
+                                    n,
+                                    next,
+                                    Ordering::Relaxed,
+                                    Ordering::Relaxed,
+                                ) {
+                                    Ok(_) => break,
+                                    Err(actual) => n = actual,
+                                }
+                            }
+                            // Done searching: pass the search on, as a worker
+                            // that found work does.
+                            if sleep.end_search() {
+                                let _ = sleep.notify(Lane::Normal, false);
+                            }
+                        }));
+                    } else {
+                        sleep.give_up_token();
+                    }
+                }
+                // One more push so the existing worker, which needs a task to
+                // finish, gets one even when the new thread took the first.
+                if spawned.is_some() {
+                    push(&sleep, &work);
+                }
+                existing.join().unwrap();
+                if let Some(t) = spawned {
+                    t.join().unwrap();
+                }
+            });
+        }
+    }
 }

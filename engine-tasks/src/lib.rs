@@ -43,11 +43,14 @@
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
+mod countdown;
 mod deque;
+mod gate;
 mod idle;
 mod instrument;
 mod lane;
 mod latch;
+mod lifo;
 mod loom;
 mod park;
 mod queue;

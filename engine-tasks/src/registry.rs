@@ -32,19 +32,20 @@
 //! still queued itself. No task is dropped unrun.
 
 use crate::deque::Deque;
+use crate::gate::Gate;
 use crate::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::instrument;
 use crate::lane::Lane;
+use crate::lifo::LifoSlot;
 use crate::queue::{TaskList, TaskQueue};
 use crate::ring::Ring;
 use crate::stats::{PoolStats, SlotCounters};
-use crate::task::{Header, TaskRef};
+use crate::task::TaskRef;
 use crate::worker;
 use crossbeam_utils::CachePadded;
 use std::io;
 use std::panic::AssertUnwindSafe;
-use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
@@ -80,7 +81,7 @@ pub(crate) fn spawn_std_thread(
 
 /// Per-lane queues of one slot.
 pub(crate) struct SlotLane {
-    pub(crate) lifo: CachePadded<AtomicPtr<Header>>,
+    pub(crate) lifo: LifoSlot,
     pub(crate) ring: Ring,
     pub(crate) overflow: TaskQueue,
     /// Pending second halves of this thread's `join`s.
@@ -97,7 +98,7 @@ impl Slot {
     fn new() -> Self {
         Slot {
             lanes: std::array::from_fn(|_| SlotLane {
-                lifo: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+                lifo: LifoSlot::new(),
                 ring: Ring::new(),
                 overflow: TaskQueue::new(),
                 joins: Deque::new(),
@@ -110,10 +111,7 @@ impl Slot {
     pub(crate) fn has_work(&self, lane: Lane) -> bool {
         let q = &self.lanes[lane.index()];
         // Relaxed: a hint; taking the task decides.
-        !q.lifo.load(Ordering::Relaxed).is_null()
-            || !q.ring.is_empty()
-            || !q.overflow.is_empty()
-            || q.joins.len() > 0
+        q.lifo.is_occupied() || !q.ring.is_empty() || !q.overflow.is_empty() || q.joins.len() > 0
     }
 }
 
@@ -135,9 +133,8 @@ pub(crate) struct Shared {
     background_running: CachePadded<AtomicUsize>,
     background_cap: usize,
     guest_taken: CachePadded<AtomicBool>,
-    shutdown: AtomicBool,
-    /// External submissions past the shutdown check and not yet queued.
-    submitting: AtomicUsize,
+    /// Closed at shutdown; external submissions pass through it.
+    gate: Gate,
     /// Worker threads started; only written under `threads`' lock.
     started: AtomicUsize,
     spawn_failed: AtomicBool,
@@ -159,8 +156,7 @@ impl Shared {
             background_running: CachePadded::new(AtomicUsize::new(0)),
             background_cap: config.background_cap,
             guest_taken: CachePadded::new(AtomicBool::new(false)),
-            shutdown: AtomicBool::new(false),
-            submitting: AtomicUsize::new(0),
+            gate: Gate::default(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
             spawn_failures: AtomicU64::new(0),
@@ -186,8 +182,7 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        // Acquire: pairs with the SeqCst store in `shutdown`.
-        self.shutdown.load(Ordering::Acquire)
+        self.gate.is_closed()
     }
 
     /// Tries to borrow the guest slot (see module docs).
@@ -243,18 +238,14 @@ impl Shared {
     /// Queues a list of tasks submitted from outside with one push and one
     /// wake-up. Fails (returning the list) once shutdown has begun.
     pub(crate) fn inject_list(&self, lane: Lane, list: TaskList) -> Result<(), TaskList> {
-        // SeqCst, with the SeqCst shutdown store and load: either `shutdown`
-        // sees our count and waits for the push, or we see the shutdown.
-        self.submitting.fetch_add(1, Ordering::SeqCst);
-        if self.shutdown.load(Ordering::SeqCst) {
-            self.submitting.fetch_sub(1, Ordering::SeqCst);
+        // The gate orders this push before shutdown's final drain (gate.rs).
+        let Some(pass) = self.gate.enter() else {
             return Err(list);
-        }
+        };
         let count = list.len() as u64;
         self.injector[lane.index()].push_list(list);
         self.external.lanes[lane.index()].spawned.add_shared(count);
-        // SeqCst: see above; the push happens before `shutdown` stops waiting.
-        self.submitting.fetch_sub(1, Ordering::SeqCst);
+        drop(pass);
         self.notify(lane);
         Ok(())
     }
@@ -271,7 +262,7 @@ impl Shared {
         // Relaxed: hints re-checked under the `threads` lock in `spawn_worker`.
         self.started.load(Ordering::Relaxed) < self.config.threads
             && !self.spawn_failed.load(Ordering::Relaxed)
-            && !self.shutdown.load(Ordering::Relaxed)
+            && !self.gate.is_closed()
     }
 
     /// Wakes (or starts) one thread for new work of `lane`, unless a searcher
@@ -343,8 +334,7 @@ impl Shared {
 
     /// Begins shutdown and joins every worker; see the module docs.
     pub(crate) fn shutdown_and_join(&self) {
-        // SeqCst: pairs with `inject_list` (see there).
-        self.shutdown.store(true, Ordering::SeqCst);
+        self.gate.close();
         let handles = {
             let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *threads)
@@ -357,10 +347,7 @@ impl Shared {
             // custom spawn function's thread did, there is nothing to resume.
             let _ = handle.join();
         }
-        // SeqCst: pairs with `inject_list`.
-        while self.submitting.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
-        }
+        self.gate.wait_empty();
     }
 
     pub(crate) fn stats(&self) -> PoolStats {
@@ -396,7 +383,7 @@ impl Shared {
                     q.ring.len()
                         + q.overflow.len()
                         + q.joins.len()
-                        + usize::from(!q.lifo.load(Ordering::Relaxed).is_null())
+                        + usize::from(q.lifo.is_occupied())
                 })
                 .sum::<usize>()
     }

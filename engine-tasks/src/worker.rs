@@ -40,7 +40,7 @@ use crate::ring::{RingOwner, CAPACITY};
 use crate::task::TaskRef;
 use crossbeam_utils::Backoff;
 use std::cell::Cell;
-use std::ptr::{self, NonNull};
+use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -164,13 +164,8 @@ impl<'a> Local<'a> {
     /// Queues a task on this thread: into the LIFO slot, the previous
     /// occupant to the ring, and half the ring to overflow when full.
     pub(crate) fn push(&self, lane: Lane, task: TaskRef) {
-        let q = self.queues(lane);
-        // AcqRel: release publishes the task to thieves' Acquire swap;
-        // acquire takes ownership of the evicted task.
-        let evicted = q.lifo.swap(task.into_raw().as_ptr(), Ordering::AcqRel);
-        if let Some(evicted) = NonNull::new(evicted) {
-            // SAFETY: the swap handed us the only reference to this task.
-            self.push_ring(lane, unsafe { TaskRef::from_raw(evicted) });
+        if let Some(evicted) = self.queues(lane).lifo.put(task) {
+            self.push_ring(lane, evicted);
         }
         self.slot.counters.lanes[lane.index()].spawned.bump();
         self.advertise(lane);
@@ -354,14 +349,7 @@ impl<'a> Local<'a> {
     }
 
     fn take_lifo(q: &SlotLane) -> Option<TaskRef> {
-        // Relaxed load first: no write to the line when it is empty.
-        if q.lifo.load(Ordering::Relaxed).is_null() {
-            return None;
-        }
-        // Acquire: pairs with the AcqRel swap in `push`.
-        let task = NonNull::new(q.lifo.swap(ptr::null_mut(), Ordering::Acquire))?;
-        // SAFETY: the swap handed us the only reference.
-        Some(unsafe { TaskRef::from_raw(task) })
+        q.lifo.take()
     }
 
     fn pop_local(&self, lane: Lane) -> Option<TaskRef> {

@@ -16,6 +16,7 @@ mod world;
 use clap::Parser;
 use engine_tasks::assets::AssetStreamer;
 use engine_tasks::{default_pool, BlockingPool, FrameStats, Pool, PoolHandle, TaskGraph};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use world::World;
 
@@ -41,6 +42,14 @@ struct Args {
     /// on the blocking pool, decoded on the background lane); 0 for none.
     #[arg(long, default_value_t = 200)]
     assets: usize,
+    /// Record the last frames as a Chrome trace (open it in Perfetto or
+    /// chrome://tracing) at this path, and draw them as an SVG timeline next
+    /// to it (same name, `.svg`).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// How many of the last frames `--trace` records.
+    #[arg(long, default_value_t = 60)]
+    trace_frames: u64,
 }
 
 /// Frame times and busy time per thread over a window of frames.
@@ -91,6 +100,32 @@ impl Window {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// Writes the recorded frames as Chrome trace JSON at `path` and as an SVG
+/// timeline of the last 8 frames beside it.
+fn write_trace(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let timeline = engine_tasks::timeline::stop().ok_or("nothing was recorded")?;
+    let mut json = Vec::new();
+    timeline.write_chrome_trace(&mut json)?;
+    std::fs::write(path, &json)?;
+    let options = trace_svg::Options {
+        frames: 8,
+        ..trace_svg::Options::default()
+    };
+    let (svg, summary) = trace_svg::render(std::str::from_utf8(&json)?, &options)?;
+    let svg_path = path.with_extension("svg");
+    std::fs::write(&svg_path, svg)?;
+    println!(
+        "trace: {} ({} threads, {} events dropped), timeline {} ({} frames, {} task bars)",
+        path.display(),
+        timeline.threads(),
+        timeline.dropped(),
+        svg_path.display(),
+        summary.frames,
+        summary.task_bars,
+    );
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {
@@ -159,7 +194,11 @@ fn main() {
     let mut second_frames = 0u32;
     let mut failures = 0u64;
     let mut next_frame = Instant::now();
-    for _ in 0..args.frames {
+    let trace_from = args.frames.saturating_sub(args.trace_frames.max(1));
+    for frame in 0..args.frames {
+        if args.trace.is_some() && frame == trace_from {
+            engine_tasks::timeline::start();
+        }
         // Start of the frame: take the assets that finished, ask for more.
         asset_events.clear();
         streamer.drain(&mut asset_events);
@@ -221,6 +260,11 @@ fn main() {
     }
 
     let elapsed = started.elapsed();
+    if let Some(path) = &args.trace {
+        if let Err(e) = write_trace(path) {
+            eprintln!("game_loop: --trace {}: {e}", path.display());
+        }
+    }
     let last = graph.last_frame();
     let path: Vec<&str> = last
         .critical_path()

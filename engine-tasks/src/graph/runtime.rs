@@ -23,6 +23,7 @@ use super::build::Topology;
 use super::stats::{FrameStats, NodeOutcome, RawTiming};
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
+use crate::countdown::Countdown;
 use crate::instrument;
 use crate::lane::Lane;
 use crate::latch::Latch;
@@ -53,7 +54,7 @@ const REPRIORITIZE_EVERY: u64 = 8;
 
 /// Queueing a node wakes a sleeping thread only if the whole frame is
 /// expected to take at least this much work (the sum of the smoothed node
-/// times). Waking a parked thread costs the waker a futex syscall and the
+/// times; for an untimed graph, the last frame's wall time). Waking a parked thread costs the waker a futex syscall and the
 /// sleeper tens of microseconds before it runs on this VM; a frame of less
 /// work than that is over sooner on the threads already awake. Awake
 /// threads still steal the queued nodes.
@@ -77,7 +78,7 @@ struct Node<C: ?Sized> {
 /// threads write neighbouring states.
 #[derive(Default)]
 struct NodeState {
-    pending: AtomicU32,
+    pending: Countdown,
     poisoned: AtomicBool,
     outcome: AtomicU8,
     thread: AtomicU32,
@@ -168,6 +169,8 @@ pub(super) struct Runtime<C: ?Sized> {
     stats: FrameStats,
     /// Each pool slot's parked ticks when the frame began.
     parked_before: Vec<u64>,
+    /// Whether nodes currently wake sleeping threads (see `update_wakes`).
+    waking: bool,
 }
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
@@ -262,6 +265,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             rate: TickRate::new(),
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
+            waking: true,
         };
         runtime.reprioritize();
         runtime
@@ -378,6 +382,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
             active.then(|| parked.saturating_sub(before[slot]))
         });
+        self.update_wakes(ended - started);
         if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
             self.update_estimates();
             if number % REPRIORITIZE_EVERY == 0 {
@@ -426,6 +431,24 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
     }
 
+    /// Decides whether queueing a node wakes sleeping threads next frame
+    /// (see [`WAKE_WORTH_NANOS`]): by the smoothed total node time of a timed
+    /// graph, or by this frame's wall time for an untimed one.
+    fn update_wakes(&mut self, wall: Duration) {
+        let nanos = if self.shared_mut().timed && self.frames > 1 {
+            self.estimate.iter().sum::<u64>() as f64 * self.rate.nanos_per_tick()
+        } else {
+            wall.as_nanos() as f64
+        };
+        let worth = nanos >= WAKE_WORTH_NANOS;
+        if worth != self.waking {
+            self.waking = worth;
+            for node in self.shared_mut().nodes.iter_mut() {
+                node.wakes = worth;
+            }
+        }
+    }
+
     /// Priority = own estimate + 1 + the largest successor priority (the `+1`
     /// makes longer chains win when times are equal); then roots and every
     /// successor list are sorted by it, most urgent first.
@@ -444,16 +467,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 .map(|&s| priority[s as usize])
                 .max();
             priority[i] = self.estimate[i] + 1 + after.unwrap_or(0);
-        }
-        // Untimed graphs have no estimates: every node wakes.
-        let wake_ticks = if shared.timed {
-            (WAKE_WORTH_NANOS / self.rate.nanos_per_tick()) as u64
-        } else {
-            0
-        };
-        let total: u64 = self.estimate.iter().sum();
-        for node in shared.nodes.iter_mut() {
-            node.wakes = total >= wake_ticks;
         }
         let key = |&i: &u32| (std::cmp::Reverse(priority[i as usize]), i);
         for i in 0..shared.nodes.len() {
@@ -505,7 +518,7 @@ impl<C: ?Sized> Shared<C> {
     /// Prepares a frame; needs `&mut`, so no task of an earlier frame runs.
     fn reset(&mut self, in_degree: &[u32], sinks: usize) {
         for (state, &degree) in self.states.iter_mut().zip(in_degree) {
-            *state.pending.get_mut() = degree;
+            state.pending.reset(degree);
             *state.poisoned.get_mut() = false;
             *state.outcome.get_mut() = NodeOutcome::Skipped as u8;
             *state.released_by.get_mut() = NONE;
@@ -597,7 +610,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                     // Relaxed: published by the decrement below.
                     succ_state.poisoned.store(true, Ordering::Relaxed);
                 }
-                if !succ_state.release() {
+                if !succ_state.pending.release() {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
@@ -648,24 +661,6 @@ impl<C: ?Sized + Sync> Shared<C> {
         if let Some(local) = local {
             local.set_lane(task_lane);
         }
-    }
-}
-
-impl NodeState {
-    /// Counts one finished dependency; `true` for the last one, whose caller
-    /// now owns the node for the frame.
-    #[inline]
-    fn release(&self) -> bool {
-        // A count of 1 is ours alone: only unfinished dependencies count
-        // down, and we are the last. Then skip the read-modify-write (about
-        // half of all releases). Acquire: pairs with the AcqRel decrements of
-        // the other dependencies, so their effects are visible to the node.
-        if self.pending.load(Ordering::Acquire) == 1 {
-            return true;
-        }
-        // AcqRel: release publishes this dependency's effects (and the
-        // poison flag); the final decrement acquires every earlier one's.
-        self.pending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 }
 
