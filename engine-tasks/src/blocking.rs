@@ -31,11 +31,13 @@
 //!   caller runs them. Nothing is joined while the lock is held, and a pool
 //!   thread that shuts the pool down does not join itself.
 
+use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
 use crate::pool::PoolHandle;
 use crate::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
 use crate::spawn::JoinError;
+use crate::wakeups::{OnSubmit, Wakeups};
 use crate::worker::AbortOnUnwind;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -55,6 +57,7 @@ pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// Configures a [`BlockingPool`].
 pub struct BlockingPoolBuilder {
     cap: usize,
+    max_queued: usize,
     keep_alive: Duration,
     name_prefix: String,
     stack_size: Option<usize>,
@@ -65,6 +68,7 @@ impl Default for BlockingPoolBuilder {
     fn default() -> Self {
         BlockingPoolBuilder {
             cap: DEFAULT_BLOCKING_CAP,
+            max_queued: usize::MAX,
             keep_alive: DEFAULT_KEEP_ALIVE,
             name_prefix: "engine-blocking".into(),
             stack_size: None,
@@ -77,6 +81,14 @@ impl BlockingPoolBuilder {
     /// Most threads at once (default [`DEFAULT_BLOCKING_CAP`]; at least 1).
     pub fn cap(mut self, cap: usize) -> Self {
         self.cap = cap;
+        self
+    }
+
+    /// Most tasks waiting for a thread (default: unbounded). With every
+    /// thread busy and this many queued, submissions fail with
+    /// [`BlockingError::Full`] instead of growing the queue.
+    pub fn max_queued(mut self, max_queued: usize) -> Self {
+        self.max_queued = max_queued;
         self
     }
 
@@ -125,6 +137,7 @@ impl BlockingPoolBuilder {
                     state: Mutex::new(State::default()),
                     work: Condvar::new(),
                     cap: self.cap,
+                    max_queued: self.max_queued,
                     keep_alive: self.keep_alive,
                     name_prefix: self.name_prefix,
                     stack_size: self.stack_size,
@@ -166,13 +179,15 @@ pub enum BlockingError<F> {
     ShutDown(F),
     /// No thread could be started and none exists to run the task.
     NoThread(F),
+    /// Every thread is busy and the queue holds `max_queued` tasks.
+    Full(F),
 }
 
 impl<F> BlockingError<F> {
     /// The refused closure.
     pub fn into_inner(self) -> F {
         match self {
-            BlockingError::ShutDown(f) | BlockingError::NoThread(f) => f,
+            BlockingError::ShutDown(f) | BlockingError::NoThread(f) | BlockingError::Full(f) => f,
         }
     }
 }
@@ -182,6 +197,7 @@ impl<F> fmt::Debug for BlockingError<F> {
         f.write_str(match self {
             BlockingError::ShutDown(_) => "ShutDown(..)",
             BlockingError::NoThread(_) => "NoThread(..)",
+            BlockingError::Full(_) => "Full(..)",
         })
     }
 }
@@ -193,6 +209,7 @@ impl<F> fmt::Display for BlockingError<F> {
             BlockingError::NoThread(_) => {
                 write!(f, "no blocking thread could be started and none is running")
             }
+            BlockingError::Full(_) => write!(f, "the blocking pool's queue is full"),
         }
     }
 }
@@ -237,10 +254,9 @@ struct Job {
 struct State {
     queue: VecDeque<Job>,
     shutdown: bool,
-    /// Notifications sent and not yet taken by a waking thread.
-    notified: usize,
+    /// Waiting threads and notifications on their way (wakeups.rs).
+    wakeups: Wakeups,
     threads: usize,
-    idle: usize,
     next_id: usize,
     handles: HashMap<ThreadId, JoinHandle<()>>,
     last_exited: Option<JoinHandle<()>>,
@@ -250,6 +266,7 @@ struct Inner {
     state: Mutex<State>,
     work: Condvar,
     cap: usize,
+    max_queued: usize,
     keep_alive: Duration,
     name_prefix: String,
     stack_size: Option<usize>,
@@ -411,9 +428,10 @@ impl BlockingPoolHandle {
         if state.shutdown {
             return Err(BlockingError::ShutDown(f));
         }
-        let waiting = state.idle - state.notified.min(state.idle);
-        if waiting > 0 {
-            state.notified += 1;
+        if state.queue.len() >= inner.max_queued && state.threads >= inner.cap {
+            return Err(BlockingError::Full(f));
+        }
+        if state.wakeups.submitted() == OnSubmit::Signal {
             inner.work.notify_one();
         } else if state.threads < inner.cap && !inner.start_thread(&mut state) && state.threads == 0
         {
@@ -424,12 +442,22 @@ impl BlockingPoolHandle {
         let run = move |run: bool| {
             if run {
                 let _span = instrument::blocking_task();
-                let result = panic::catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
+                let body = || {
+                    faults::maybe_panic(Site::TaskBody);
+                    f()
+                };
+                let result =
+                    panic::catch_unwind(AssertUnwindSafe(body)).map_err(JoinError::Panicked);
                 done.complete(result);
             } else {
-                drop(f);
+                // A panicking destructor of the unrun closure must not unwind
+                // into shutdown.
+                let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
                 done.complete(Err(JoinError::Cancelled));
             }
+            // The result is dropped here if the handle is gone; its
+            // destructor must not unwind into the blocking thread's loop.
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(done)));
         };
         state.queue.push_back(Job {
             run: Box::new(run),
@@ -452,7 +480,7 @@ impl Inner {
         let m = &self.metrics;
         // Relaxed: statistics; the lock orders the writers.
         m.threads.store(state.threads, Ordering::Relaxed);
-        m.idle.store(state.idle, Ordering::Relaxed);
+        m.idle.store(state.wakeups.idle, Ordering::Relaxed);
         m.queued.store(state.queue.len(), Ordering::Relaxed);
         m.peak.fetch_max(state.threads, Ordering::Relaxed);
         instrument::blocking_threads(state.threads);
@@ -473,7 +501,12 @@ impl Inner {
         };
         let inner = self.clone();
         let main = Box::new(move || inner.thread_main());
-        let spawn = AssertUnwindSafe(|| (self.spawn)(spec, main));
+        let spawn = AssertUnwindSafe(|| {
+            if faults::should_fail(Site::ThreadSpawn) {
+                return Err(std::io::Error::other("injected fault: thread spawn"));
+            }
+            (self.spawn)(spec, main)
+        });
         match panic::catch_unwind(spawn) {
             Ok(Ok(handle)) => {
                 state.threads += 1;
@@ -528,23 +561,14 @@ impl Inner {
         &'a self,
         mut state: MutexGuard<'a, State>,
     ) -> Option<MutexGuard<'a, State>> {
-        state.idle += 1;
+        state.wakeups.wait();
         self.sync_counts(&state);
         let deadline = Instant::now() + self.keep_alive;
         loop {
             let now = Instant::now();
-            let timed_out = now >= deadline;
-            if state.notified > 0 {
-                state.notified -= 1;
-                break;
-            }
-            if state.shutdown || !state.queue.is_empty() {
-                // Shutdown wakes everyone; queued work with no notification
-                // left for us is work nobody else is coming for.
-                break;
-            }
-            if timed_out {
-                state.idle -= 1;
+            if now >= deadline && state.queue.is_empty() && !state.shutdown {
+                // Idle for the whole keep-alive: leave the pool.
+                state.wakeups.stop_waiting();
                 state.threads -= 1;
                 self.sync_counts(&state);
                 let me = thread::current().id();
@@ -561,13 +585,17 @@ impl Inner {
             }
             let (guard, _) = self
                 .work
-                .wait_timeout(state, deadline - now)
+                .wait_timeout(state, deadline.saturating_duration_since(now))
                 .unwrap_or_else(|e| e.into_inner());
             state = guard;
-            // Woken by a notification, shutdown, the timeout, or spuriously:
-            // the loop tells them apart.
+            // A notification, shutdown, the time-out or a spurious wake-up:
+            // `woke` tells them apart (wakeups.rs).
+            let (queued, shutdown) = (!state.queue.is_empty(), state.shutdown);
+            if state.wakeups.woke(queued, shutdown) {
+                break;
+            }
         }
-        state.idle -= 1;
+        state.wakeups.stop_waiting();
         self.sync_counts(&state);
         Some(state)
     }

@@ -19,7 +19,9 @@ pub(crate) struct Countdown(AtomicU32);
 impl Countdown {
     /// Sets the count for a frame; `&mut`, so no dependency is counting.
     pub(crate) fn reset(&mut self, dependencies: u32) {
-        *self.0.get_mut() = dependencies;
+        // Relaxed: `&mut self` means nobody else is looking; the next
+        // frame's task hand-offs publish it.
+        self.0.store(dependencies, Ordering::Relaxed);
     }
 
     /// Counts one finished dependency. `true` for the last one, which now

@@ -5,15 +5,17 @@
 //!
 //! # Protocol
 //!
-//! A submitter announces itself (`submitting += 1`), then looks at `closed`;
-//! shutdown sets `closed`, then waits until `submitting` is 0. All four
-//! operations are SeqCst, so in their single total order either the
-//! submitter's look comes after `closed = true` (it backs out), or
-//! shutdown's wait reads a count that includes the submitter and waits for
-//! its queue push, which the submitter makes before counting itself out
-//! (SeqCst decrement, released to shutdown's SeqCst load).
+//! A submitter announces itself (`submitting += 1`), issues a SeqCst fence,
+//! then looks at `closed`; shutdown sets `closed`, issues a SeqCst fence,
+//! then waits until `submitting` is 0 (a Dekker pair). The two fences are
+//! ordered in the single total order of SeqCst operations: if the
+//! submitter's comes first, shutdown's look at `submitting` sees the
+//! submitter counted and waits for it to count itself out, which it does
+//! (Release) after its queue push, so the drain that follows the wait
+//! (Acquire) finds the task; if shutdown's comes first, the submitter sees
+//! `closed` and backs out with its task.
 
-use crate::loom::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::loom::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::thread;
 
 /// See the module docs.
@@ -28,19 +30,21 @@ pub(crate) struct Pass<'a>(&'a Gate);
 
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
-        // SeqCst: see the module docs; publishes the submitter's push.
-        self.0.submitting.fetch_sub(1, Ordering::SeqCst);
+        // Release: publishes the submitter's push to `wait_empty`'s Acquire.
+        self.0.submitting.fetch_sub(1, Ordering::Release);
     }
 }
 
 impl Gate {
     /// Enters the gate, or `None` if it is closed.
     pub(crate) fn enter(&self) -> Option<Pass<'_>> {
-        // SeqCst: see the module docs.
-        self.submitting.fetch_add(1, Ordering::SeqCst);
+        // Relaxed: ordered by the fence below.
+        self.submitting.fetch_add(1, Ordering::Relaxed);
         let pass = Pass(self);
-        // SeqCst: see the module docs.
-        if self.closed.load(Ordering::SeqCst) {
+        // SeqCst: the submitter's half of the Dekker pair (module docs).
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above.
+        if self.closed.load(Ordering::Relaxed) {
             return None;
         }
         Some(pass)
@@ -48,21 +52,24 @@ impl Gate {
 
     /// Whether the gate is closed (a hint for fast paths; `enter` decides).
     pub(crate) fn is_closed(&self) -> bool {
-        // Acquire: pairs with the SeqCst store in `close`.
+        // Acquire: pairs with the Release store in `close`.
         self.closed.load(Ordering::Acquire)
     }
 
     /// Closes the gate; later `enter`s fail.
     pub(crate) fn close(&self) {
-        // SeqCst: see the module docs.
-        self.closed.store(true, Ordering::SeqCst);
+        // Release: pairs with `is_closed`'s Acquire; the fence below orders
+        // it for `enter`.
+        self.closed.store(true, Ordering::Release);
+        // SeqCst: shutdown's half of the Dekker pair (module docs).
+        fence(Ordering::SeqCst);
     }
 
     /// Waits until no submitter is inside (they only push one list, so this
     /// is short).
     pub(crate) fn wait_empty(&self) {
-        // SeqCst: see the module docs.
-        while self.submitting.load(Ordering::SeqCst) != 0 {
+        // Acquire: pairs with the Release decrement in `Pass::drop`.
+        while self.submitting.load(Ordering::Acquire) != 0 {
             thread::yield_now();
         }
     }

@@ -47,6 +47,7 @@ mod countdown;
 mod deque;
 mod gate;
 mod idle;
+#[cfg(not(loom))]
 mod instrument;
 mod lane;
 mod latch;
@@ -56,6 +57,7 @@ mod park;
 mod queue;
 mod ring;
 mod task;
+mod wakeups;
 
 #[cfg(all(not(loom), feature = "assets"))]
 pub mod assets;
@@ -65,6 +67,8 @@ pub mod blocking;
 mod cancel;
 #[cfg(not(loom))]
 mod clock;
+#[cfg(not(loom))]
+pub mod faults;
 #[cfg(not(loom))]
 pub mod graph;
 #[cfg(not(loom))]

@@ -32,6 +32,7 @@
 //! still queued itself. No task is dropped unrun.
 
 use crate::deque::Deque;
+use crate::faults::{self, Site};
 use crate::gate::Gate;
 use crate::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::instrument;
@@ -312,6 +313,9 @@ impl Shared {
         };
         // A panicking spawn function counts as a failed spawn.
         let spawn = AssertUnwindSafe(|| {
+            if faults::should_fail(Site::ThreadSpawn) {
+                return Err(io::Error::other("injected fault: thread spawn"));
+            }
             (self.config.spawn)(spec, Box::new(move || worker::run_worker(shared, index)))
         });
         match std::panic::catch_unwind(spawn)

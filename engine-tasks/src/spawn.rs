@@ -8,6 +8,7 @@
 //! [`JoinError::Panicked`] and the worker carries on.
 
 use crate::cancel::CancellationToken;
+use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::latch::Latch;
 use crate::registry::Shared;
@@ -138,7 +139,11 @@ where
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
             Err(JoinError::Cancelled)
         } else {
-            panic::catch_unwind(AssertUnwindSafe(|| f.call())).map_err(JoinError::Panicked)
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                faults::maybe_panic(Site::TaskBody);
+                f.call()
+            }))
+            .map_err(JoinError::Panicked)
         };
         // SAFETY: as above; the handle reads only after the latch.
         unsafe { *this.stage.get() = Stage::Done(result) };

@@ -290,3 +290,37 @@ fn bad_configurations_are_refused() {
         BlockingBuildError::ZeroKeepAlive
     );
 }
+
+#[test]
+fn a_full_queue_refuses_with_the_closure_back() {
+    let pool = BlockingPool::builder()
+        .cap(1)
+        .max_queued(2)
+        .build()
+        .unwrap();
+    let gate = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let (g, s) = (gate.clone(), started.clone());
+    let busy = pool
+        .spawn(move || {
+            s.store(true, Ordering::SeqCst);
+            while !g.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    wait_until("the only thread to be busy", || {
+        started.load(Ordering::SeqCst)
+    });
+    let queued: Vec<_> = (0..2).map(|i| pool.spawn(move || i).unwrap()).collect();
+    let refused = pool.spawn(|| 99).unwrap_err();
+    assert!(matches!(refused, BlockingError::Full(_)));
+    assert!(refused.to_string().contains("full"));
+    assert_eq!((refused.into_inner())(), 99);
+    gate.store(true, Ordering::SeqCst);
+    busy.wait().unwrap();
+    let sum: i32 = queued.into_iter().map(|t| t.wait().unwrap()).sum();
+    assert_eq!(sum, 1);
+    // With room again, submissions are accepted.
+    assert_eq!(pool.spawn(|| 5).unwrap().wait().unwrap(), 5);
+}

@@ -24,6 +24,7 @@ use super::stats::{FrameStats, NodeOutcome, RawTiming};
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::countdown::Countdown;
+use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
 use crate::latch::Latch;
@@ -570,7 +571,11 @@ impl<C: ?Sized + Sync> Shared<C> {
                 // SAFETY: this thread owns the node for this frame (module
                 // docs), so nobody else is in its body.
                 let body = unsafe { &mut *node.body.get() };
-                match panic::catch_unwind(AssertUnwindSafe(|| body(&cx))) {
+                let run = || {
+                    faults::maybe_panic(Site::NodeBody);
+                    body(&cx)
+                };
+                match panic::catch_unwind(AssertUnwindSafe(run)) {
                     Ok(()) => {
                         // Relaxed: read after the frame latch.
                         state

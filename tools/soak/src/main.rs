@@ -1,0 +1,428 @@
+//! Soak test of the whole engine.
+//!
+//! Each round builds a pool (1-4 workers, thread starts failing at random)
+//! and a blocking pool, then runs a random task graph for several frames.
+//! Its nodes, in random lanes and some pinned to the frame's thread, fan
+//! out with `parallel_for`, spawn nested tasks (which spawn more), submit
+//! blocking tasks whose results come back on the pool, and panic at random
+//! (injected). Spawned tasks capture tracked values, some of which panic
+//! when dropped. At the end of the round both pools are dropped (shut down)
+//! with work possibly still queued. After every round it checks:
+//!
+//! * every node ran exactly once per frame, except the ones the frame's
+//!   error reports as panicked or skipped;
+//! * every spawned task ran exactly once, or panicked (its handle says so);
+//! * every tracked value was dropped (a live counter returns to zero);
+//! * no frame took longer than the watchdog limit; a stuck round prints the
+//!   pool's state and exits with an error instead of hanging;
+//! * resident memory stays flat across rounds.
+//!
+//! `cargo run --release -p soak -- --seconds 600` for a long run.
+
+use clap::Parser;
+use engine_tasks::faults::{self, FaultPlan, Site};
+use engine_tasks::{BlockingPool, JoinHandle, Lane, NodeContext, Pool, PoolHandle, TaskGraph};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Soak test of engine-tasks.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Run for this many seconds.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Stop after this many rounds, if sooner.
+    #[arg(long)]
+    rounds: Option<u64>,
+    /// Random seed.
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u64,
+    /// A frame slower than this is reported as a hang.
+    #[arg(long, default_value_t = 30)]
+    watchdog_seconds: u64,
+}
+
+/// Values alive right now; must return to zero after every round.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static DROP_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// A value captured by spawned tasks. Counts itself, and may panic when
+/// dropped (injected), which the pool must survive.
+struct Tracked {
+    bomb: bool,
+}
+
+impl Tracked {
+    fn new() -> Tracked {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Tracked {
+            bomb: faults::should_fail(Site::CapturedDrop),
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+        if self.bomb && !std::thread::panicking() {
+            DROP_PANICS.fetch_add(1, Ordering::Relaxed);
+            panic!("injected fault: a captured value panicked in drop");
+        }
+    }
+}
+
+/// Counts one arrival when dropped: run, or dropped unrun.
+struct Report(Arc<AtomicU64>);
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// What a round's frame shares with its nodes.
+struct Frame {
+    node_runs: Vec<AtomicU64>,
+    spawned: Mutex<Vec<(u64, JoinHandle<()>)>>,
+    task_runs: Arc<Vec<AtomicU64>>,
+    next_task: AtomicUsize,
+    blocking: engine_tasks::BlockingPoolHandle,
+    continuations: Arc<AtomicU64>,
+    continuations_sent: AtomicU64,
+}
+
+/// Spawns a task that records its run and, `depth` times, a nested one.
+fn spawn_tracked(pool: &PoolHandle, frame: &Frame, lane: Lane, depth: u32) {
+    let id = frame.next_task.fetch_add(1, Ordering::Relaxed);
+    if id >= frame.task_runs.len() {
+        return;
+    }
+    let runs = frame.task_runs.clone();
+    let value = Tracked::new();
+    let nested = pool.clone();
+    let task = move || {
+        let _value = &value;
+        runs[id].fetch_add(1, Ordering::SeqCst);
+        if depth > 0 {
+            // Nested spawns are detached; they are counted through `runs`.
+            let runs = runs.clone();
+            let inner = Tracked::new();
+            let _ = nested.spawn(lane, move || {
+                let _inner = inner;
+                std::hint::black_box(&runs);
+            });
+        }
+    };
+    if let Ok(handle) = pool.spawn(lane, task) {
+        frame.spawned.lock().unwrap().push((id as u64, handle));
+    }
+}
+
+fn build_graph(rng: &mut Rng, nodes: usize) -> TaskGraph<Frame> {
+    let mut b = TaskGraph::<Frame>::builder();
+    for i in 0..nodes {
+        let lane = match rng.below(6) {
+            0 => Lane::Background,
+            1 | 2 => Lane::Normal,
+            _ => Lane::FrameCritical,
+        };
+        let pinned = rng.below(10) == 0;
+        let action = rng.below(5);
+        let body = move |cx: &NodeContext<'_, Frame>| {
+            let frame = cx.data();
+            frame.node_runs[i].fetch_add(1, Ordering::SeqCst);
+            match action {
+                0 => cx.pool().parallel_for(0..256, 16, |j| {
+                    std::hint::black_box(j * j);
+                }),
+                1 => spawn_tracked(cx.pool(), frame, Lane::ALL[i % 3], 2),
+                2 => {
+                    let value = Tracked::new();
+                    if let Ok(task) = frame.blocking.spawn(move || {
+                        let _value = value;
+                        std::thread::sleep(Duration::from_micros(50));
+                        7u64
+                    }) {
+                        frame.continuations_sent.fetch_add(1, Ordering::Relaxed);
+                        // Reports exactly once: when the continuation runs
+                        // (whatever the blocking task's outcome), or when it
+                        // is dropped unrun because an injected panic hit the
+                        // pool task carrying it.
+                        let report = Report(frame.continuations.clone());
+                        task.then(cx.pool(), Lane::Background, move |_result| drop(report));
+                    }
+                }
+                3 => cx.pool().scope(|s| {
+                    for _ in 0..4 {
+                        s.spawn(|_| {
+                            std::hint::black_box(0u64);
+                        });
+                    }
+                }),
+                _ => {}
+            }
+        };
+        let node = if pinned {
+            b.main_thread_node(format!("n{i}"), body)
+        } else {
+            b.node(format!("n{i}"), lane, body)
+        };
+        if i > 0 {
+            let deps: Vec<String> = (0..rng.below(3) + 1)
+                .map(|_| format!("n{}", rng.below(i as u64)))
+                .collect();
+            node.after(deps);
+        }
+    }
+    b.build().expect("generated graphs are valid")
+}
+
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4)
+}
+
+#[derive(Default)]
+struct Totals {
+    rounds: u64,
+    frames: u64,
+    nodes_run: u64,
+    node_panics: u64,
+    nodes_skipped: u64,
+    tasks: u64,
+    task_panics: u64,
+    continuations: u64,
+    spawn_failures: u64,
+    max_frame: Duration,
+}
+
+fn main() {
+    let args = Args::parse();
+    // Silence the expected panic messages of injected faults.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info.payload().downcast_ref::<String>().map(String::as_str);
+        let message = message.or_else(|| info.payload().downcast_ref::<&str>().copied());
+        if !message.is_some_and(|m| m.starts_with("injected fault")) {
+            eprintln!("soak: unexpected panic: {info}");
+        }
+    }));
+    faults::set_plan(FaultPlan {
+        thread_spawn: 100_000,
+        task_body: 5_000,
+        node_body: 5_000,
+        captured_drop: 5_000,
+    });
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let watchdog = Duration::from_secs(args.watchdog_seconds);
+    let mut rng = Rng(args.seed | 1);
+    let mut totals = Totals::default();
+    let mut memory_baseline = None;
+    let heartbeat = Arc::new(AtomicU64::new(0));
+    let status = Arc::new(Mutex::new(String::new()));
+    {
+        // The watchdog: if no frame finishes within the limit, print what
+        // the round was doing and the pool's state, and fail.
+        let (heartbeat, status) = (heartbeat.clone(), status.clone());
+        std::thread::spawn(move || {
+            let mut last = u64::MAX;
+            loop {
+                std::thread::sleep(watchdog);
+                let now = heartbeat.load(Ordering::SeqCst);
+                if now == last {
+                    eprintln!("soak: no frame finished in {watchdog:?}: hang");
+                    eprintln!("{}", status.lock().unwrap_or_else(|e| e.into_inner()));
+                    std::process::exit(3);
+                }
+                last = now;
+            }
+        });
+    }
+
+    while Instant::now() < deadline && args.rounds.is_none_or(|r| totals.rounds < r) {
+        let threads = 1 + rng.below(4) as usize;
+        let pool = Pool::builder()
+            .threads(threads)
+            .build()
+            .expect("valid pool");
+        let blocking = BlockingPool::builder()
+            .cap(1 + rng.below(8) as usize)
+            .keep_alive(Duration::from_millis(20 + rng.below(200)))
+            .build()
+            .expect("valid blocking pool");
+        let nodes = 10 + rng.below(120) as usize;
+        let mut graph = build_graph(&mut rng, nodes);
+        let task_runs = Arc::new((0..4096).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let frame = Frame {
+            node_runs: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            spawned: Mutex::new(Vec::new()),
+            task_runs: task_runs.clone(),
+            next_task: AtomicUsize::new(0),
+            blocking: blocking.handle(),
+            continuations: Arc::new(AtomicU64::new(0)),
+            continuations_sent: AtomicU64::new(0),
+        };
+        let frames = 1 + rng.below(10);
+        for f in 0..frames {
+            *status.lock().unwrap() = format!(
+                "round {} frame {f}: {nodes} nodes, {threads} workers\npool: {:?}\nqueued: {:?}\nblocking: {:?}",
+                totals.rounds,
+                pool.stats(),
+                Lane::ALL.map(|l| pool.queued(l)),
+                blocking.metrics(),
+            );
+            let before: Vec<u64> = frame
+                .node_runs
+                .iter()
+                .map(|r| r.load(Ordering::SeqCst))
+                .collect();
+            let started = Instant::now();
+            let result = graph.run(&pool, &frame);
+            let took = started.elapsed();
+            totals.max_frame = totals.max_frame.max(took);
+            heartbeat.fetch_add(1, Ordering::SeqCst);
+            let (panicked, skipped) = match &result {
+                Ok(_) => (Vec::new(), Vec::new()),
+                Err(e) => (
+                    e.panicked.iter().map(|p| p.node.clone()).collect(),
+                    e.skipped.clone(),
+                ),
+            };
+            for (i, (runs, before)) in frame.node_runs.iter().zip(&before).enumerate() {
+                let name = graph.node_name(i);
+                let ran = runs.load(Ordering::SeqCst) - before;
+                // A panicked node panicked before its body (injected: no
+                // run) or inside it (one run); a skipped one never started;
+                // every other node ran exactly once.
+                let round = totals.rounds;
+                if panicked.iter().any(|p| p == name) {
+                    assert!(
+                        ran <= 1,
+                        "round {round}: panicked node {name} ran {ran} times"
+                    );
+                } else if skipped.iter().any(|s| s == name) {
+                    assert_eq!(ran, 0, "round {round}: skipped node {name} ran");
+                } else {
+                    assert_eq!(ran, 1, "round {round}: node {name} ran {ran} times");
+                }
+            }
+            totals.frames += 1;
+            totals.node_panics += panicked.len() as u64;
+            totals.nodes_skipped += skipped.len() as u64;
+            totals.nodes_run += nodes as u64 - panicked.len() as u64 - skipped.len() as u64;
+        }
+        // Shut down with work possibly queued: detached nested tasks and
+        // blocking continuations.
+        let spawned = std::mem::take(&mut *frame.spawned.lock().unwrap());
+        totals.spawn_failures += pool.stats().spawn_failures;
+        drop(graph);
+        drop(blocking);
+        drop(pool);
+        for (id, handle) in spawned {
+            totals.tasks += 1;
+            match handle.join() {
+                Ok(()) => assert_eq!(
+                    task_runs[id as usize].load(Ordering::SeqCst),
+                    1,
+                    "task {id} ran once"
+                ),
+                Err(e) if e.is_panic() => {
+                    totals.task_panics += 1;
+                    // Injected before the body (0 runs), or a captured
+                    // value panicked in drop after it (1 run).
+                    let runs = task_runs[id as usize].load(Ordering::SeqCst);
+                    assert!(runs <= 1, "task {id} ran {runs} times");
+                }
+                Err(e) => panic!("task {id}: unexpected {e}"),
+            }
+        }
+        let sent = frame.continuations_sent.load(Ordering::SeqCst);
+        assert_eq!(
+            frame.continuations.load(Ordering::SeqCst),
+            sent,
+            "every blocking result came back"
+        );
+        totals.continuations += sent;
+        drop(frame);
+        assert_eq!(
+            LIVE.load(Ordering::SeqCst),
+            0,
+            "round {}: a tracked value leaked",
+            totals.rounds
+        );
+        totals.rounds += 1;
+        if totals.rounds == 20 {
+            memory_baseline = Some(resident_kib());
+        }
+    }
+    let memory_end = resident_kib();
+    println!(
+        "soak: {} rounds, {} frames in {} s (seed {:#x})",
+        totals.rounds, totals.frames, args.seconds, args.seed
+    );
+    println!("| fault or check | count | result |");
+    println!("|---|---|---|");
+    println!(
+        "| graph nodes run | {} | each exactly once per frame |",
+        totals.nodes_run
+    );
+    println!("| node closures panicked (injected, or a value dropped inside them) | {} | frame error names them; dependents skipped ({}) |", totals.node_panics, totals.nodes_skipped);
+    println!(
+        "| spawned tasks checked | {} | each ran once or reported its panic |",
+        totals.tasks
+    );
+    println!(
+        "| task bodies panicked (injected) | {} | came back as JoinError at join |",
+        totals.task_panics
+    );
+    println!(
+        "| captured values panicked in drop (injected) | {} | swallowed; no thread died |",
+        DROP_PANICS.load(Ordering::Relaxed)
+    );
+    println!(
+        "| thread spawns failed (injected) | {} | pools kept working with the threads they had |",
+        faults::fired(Site::ThreadSpawn)
+    );
+    println!(
+        "| blocking results continued on the pool | {} | all arrived, including across shutdown |",
+        totals.continuations
+    );
+    println!(
+        "| pool shutdowns with queued work | {} | nothing lost; live values back to 0 |",
+        totals.rounds
+    );
+    println!(
+        "| slowest frame | {:.1} ms | watchdog limit {} s |",
+        totals.max_frame.as_secs_f64() * 1e3,
+        args.watchdog_seconds
+    );
+    if let Some(base) = memory_baseline {
+        println!("| resident memory after round 20 -> end | {base} -> {memory_end} KiB | flat within 50% + 16 MiB |");
+        assert!(
+            memory_end <= base + base / 2 + 16 * 1024,
+            "memory grew from {base} to {memory_end} KiB"
+        );
+    }
+}
