@@ -76,6 +76,8 @@ mod join;
 #[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
+pub mod profile;
+#[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
 mod scope;

@@ -383,13 +383,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
             active.then(|| parked.saturating_sub(before[slot]))
         });
-        self.update_wakes(ended - started);
-        if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
+        // Estimates feed the wake-up decision in any order, and the
+        // priorities of critical-path-first.
+        if self.shared_mut().timed {
             self.update_estimates();
-            if number % REPRIORITIZE_EVERY == 0 {
-                self.reprioritize();
-            }
         }
+        if self.order == ReadyOrder::CriticalPathFirst
+            && self.shared_mut().timed
+            && number % REPRIORITIZE_EVERY == 0
+        {
+            self.reprioritize();
+        }
+        self.update_wakes(ended - started);
         // Relaxed: the frame latch's acquire ordered every node's writes.
         if self.shared_mut().failed.load(Ordering::Relaxed) {
             return Err(self.frame_error(number));
