@@ -35,11 +35,22 @@
 //! assert_eq!(squares[999], 999 * 999);
 //! ```
 //!
+//! On top of the pool:
+//!
+//! * [`graph`]: a [`TaskGraph`] of named systems built once and run every
+//!   frame, joined by the calling thread, with pinned nodes, panics reported
+//!   per node, critical-path-first ordering and per-frame statistics.
+//! * [`blocking`]: a [`BlockingPool`] for file I/O and other blocking work,
+//!   whose results can continue as tasks on the pool; [`assets`] streams
+//!   compressed assets with it.
+//! * [`timeline`] and the `tracy` feature: where the frame went.
+//!
 //! The design notes live beside the code: `ring.rs` (the ring and its
 //! steal-half), `deque.rs` (join halves), `queue.rs` (overflow and
 //! injector), `idle.rs` (the wake-up protocol and why no wake-up is lost),
 //! `worker.rs` (the search order and what a waiting thread runs),
-//! `registry.rs` (slots, lazy spawning, shutdown), `lane.rs` (lane policy).
+//! `registry.rs` (slots, lazy spawning, shutdown), `lane.rs` (lane policy),
+//! `graph/runtime.rs` (a frame), `blocking.rs`, `assets.rs`, `timeline.rs`.
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 

@@ -41,7 +41,7 @@ use crate::task::TaskRef;
 use crossbeam_utils::Backoff;
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 /// Consecutive LIFO-slot runs before the ring gets a turn (volt uses 3).
@@ -603,10 +603,7 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
-        if self.searching.replace(false) && self.shared.sleep.end_search() {
-            // Woken as the searcher just as our wait ended: pass it on.
-            self.shared.notify(floor());
-        }
+        self.leave_search();
     }
 
     /// Block-on-complete for a frame: like [`Local::wait_until`], and also
@@ -637,8 +634,29 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
-        if self.searching.replace(false) && self.shared.sleep.end_search() {
-            self.shared.notify(floor);
+        self.leave_search();
+    }
+
+    /// A wait ended while this thread held the searcher token (it was woken
+    /// to look for work, then its own target finished). Gives the token back
+    /// and wakes a thread only if work is visible: waking one for nothing
+    /// after every frame cost a worker a futex round trip, a spin and a park
+    /// per frame. No wake-up is lost: a pusher turned away while we held the
+    /// token published its task before its fence; our release of the token
+    /// and the fence after it come later in the SeqCst order, so the look
+    /// below sees that task (the same pair as in idle.rs).
+    fn leave_search(&self) {
+        if !self.searching.replace(false) || !self.shared.sleep.end_search() {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        let shared = self.shared;
+        let visible = Lane::ALL.iter().copied().find(|&lane| {
+            !shared.injector[lane.index()].is_empty()
+                || shared.slots.iter().any(|slot| slot.has_work(lane))
+        });
+        if let Some(lane) = visible {
+            shared.notify(lane);
         }
     }
 
