@@ -1,0 +1,591 @@
+//! [`PoolExecutor`]: a bevy `SystemExecutor` that runs systems as scope tasks
+//! on an engine-tasks pool.
+//!
+//! One frame is a loop of phases. A phase opens a `PoolHandle::scope`; its
+//! body spawns every ready system that may run now, and each finishing task
+//! marks itself complete and spawns the systems it unblocked. The scope
+//! waits with block-on-complete, so the calling thread runs systems too.
+//! When the scope drains, only main-thread systems (exclusive, non-`Send`,
+//! `ApplyDeferred`) can be ready: the calling thread runs the first of them
+//! with nothing else running, then the next phase starts.
+//!
+//! Scheduling decisions follow bevy's multi-threaded executor: dependency
+//! counts, access conflicts (including those of run conditions), set
+//! conditions evaluated once per run, and errors and panics reported through
+//! the schedule's error handler (a panicking handler is re-raised after the
+//! run, as bevy does).
+//!
+//! Waking a worker costs microseconds, more than many systems take. The
+//! executor measures each system's run time; a thread that finishes a system
+//! runs the first system that became startable itself, and also any
+//! frame-critical system measured under `INLINE_BELOW_NS` (within a budget),
+//! instead of queueing them. Everything else is spawned into its lane.
+
+use crate::plan::Plan;
+use bevy_ecs::change_detection::CheckChangeTicks;
+use bevy_ecs::error::{BevyError, ErrorContext, ErrorHandler};
+use bevy_ecs::schedule::{
+    ConditionWithAccess, FixedBitSet, SystemExecutor, SystemSchedule, SystemWithAccess,
+};
+use bevy_ecs::system::{RunSystemError, System};
+use bevy_ecs::world::unsafe_world_cell::UnsafeWorldCell;
+use bevy_ecs::world::World;
+use engine_tasks::profile::zone;
+use engine_tasks::{Lane, PoolHandle, Scope};
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::Instant;
+
+type Payload = Box<dyn Any + Send>;
+
+const CHANGED: &str = "engine-tasks-bevy: the schedule was changed (rebuilt) after `install`, \
+     which is not supported: build the schedule completely, then install";
+
+/// Where [`install`](crate::install) hands the plan to the executor it
+/// already moved into the schedule.
+pub(crate) type PlanSlot = Arc<Mutex<Option<Plan>>>;
+
+/// The latest `CheckChangeTicks` the world triggered, forwarded by an
+/// observer to the run conditions the executor holds (bevy only checks the
+/// ticks of conditions it holds itself).
+pub(crate) type TickSlot = Arc<Mutex<Option<CheckChangeTicks>>>;
+
+/// Runs a bevy schedule on an engine-tasks pool; created by
+/// [`install`](crate::install).
+pub struct PoolExecutor {
+    pool: PoolHandle,
+    slot: PlanSlot,
+    ticks: TickSlot,
+    plan: Option<Plan>,
+    state: Mutex<State>,
+    apply_final_deferred: bool,
+}
+
+#[derive(Default)]
+struct State {
+    remaining: Vec<usize>,
+    ready: FixedBitSet,
+    scratch: FixedBitSet,
+    running: FixedBitSet,
+    completed: FixedBitSet,
+    skipped: FixedBitSet,
+    unapplied: FixedBitSet,
+    evaluated_sets: FixedBitSet,
+    system_conditions: Vec<Vec<ConditionWithAccess>>,
+    set_conditions: Vec<Vec<ConditionWithAccess>>,
+    panic: Option<Payload>,
+}
+
+/// The systems of the schedule being run, shared by the tasks.
+#[derive(Copy, Clone)]
+struct Systems(*mut SystemWithAccess);
+
+// SAFETY: the pointer is only dereferenced for system `i` by the one task (or
+// the calling thread) the scheduler marked as running `i`, or under the
+// state lock for systems not running; `ScheduleSystem` is `Send + Sync`.
+unsafe impl Send for Systems {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Systems {}
+
+struct Ctx<'a> {
+    plan: &'a Plan,
+    state: &'a Mutex<State>,
+    systems: Systems,
+    world: UnsafeWorldCell<'a>,
+    error_handler: ErrorHandler,
+}
+
+/// Locks the state, spinning a while first: critical sections are short and
+/// sleeping in the kernel costs more than a system.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    for _ in 0..1000 {
+        match state.try_lock() {
+            Ok(guard) => return guard,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A system whose measured run time is below this runs on the thread that
+/// started it rather than as a new task: waking another worker for it costs
+/// more than running it.
+const INLINE_BELOW_NS: u64 = 2_000;
+/// At most this much estimated work is queued to run inline on one thread.
+const INLINE_BUDGET_NS: u64 = 8_000;
+
+/// A small stack of system indices.
+struct Batch {
+    systems: [usize; 32],
+    len: usize,
+    cost_ns: u64,
+}
+
+impl Batch {
+    const fn new() -> Self {
+        Batch {
+            systems: [0; 32],
+            len: 0,
+            cost_ns: 0,
+        }
+    }
+
+    fn push(&mut self, i: usize) -> bool {
+        if self.len == self.systems.len() {
+            return false;
+        }
+        self.systems[self.len] = i;
+        self.len += 1;
+        true
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.systems[self.len])
+    }
+}
+
+impl PoolExecutor {
+    pub(crate) fn new(pool: PoolHandle, slot: PlanSlot, ticks: TickSlot) -> Self {
+        PoolExecutor {
+            pool,
+            slot,
+            ticks,
+            plan: None,
+            state: Mutex::new(State::default()),
+            apply_final_deferred: true,
+        }
+    }
+
+    fn take_plan(&mut self) {
+        let Some(mut plan) = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let n = plan.len;
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        *state = State {
+            ready: FixedBitSet::with_capacity(n),
+            scratch: FixedBitSet::with_capacity(n),
+            running: FixedBitSet::with_capacity(n),
+            completed: FixedBitSet::with_capacity(n),
+            skipped: FixedBitSet::with_capacity(n),
+            unapplied: FixedBitSet::with_capacity(n),
+            evaluated_sets: FixedBitSet::with_capacity(plan.set_conditions.len()),
+            system_conditions: std::mem::take(&mut plan.system_conditions),
+            set_conditions: std::mem::take(&mut plan.set_conditions),
+            ..State::default()
+        };
+        self.plan = Some(plan);
+    }
+}
+
+impl SystemExecutor for PoolExecutor {
+    fn init(&mut self, _schedule: &SystemSchedule) {
+        self.plan = None;
+    }
+
+    fn run(
+        &mut self,
+        schedule: &mut SystemSchedule,
+        world: &mut World,
+        skip_systems: Option<&FixedBitSet>,
+        error_handler: ErrorHandler,
+    ) {
+        self.take_plan();
+        // SAFETY: the systems are only run and have their buffers applied
+        // through `System` methods; the vector itself is never modified.
+        let systems = unsafe { schedule.systems_mut() };
+        let plan = self.plan.as_ref().expect(CHANGED);
+        assert_eq!(plan.len, systems.len(), "{CHANGED}");
+        if systems.is_empty() {
+            return;
+        }
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let check = self
+            .ticks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(check) = check {
+            let sets = state.set_conditions.iter_mut();
+            for conditions in state.system_conditions.iter_mut().chain(sets) {
+                for c in conditions {
+                    c.condition.check_change_tick(check);
+                }
+            }
+        }
+        // Reset everything, in case a previous run unwound half-way.
+        state.remaining.clone_from(&plan.dependency_count);
+        state.ready.clone_from(&plan.starting);
+        state.running.clear();
+        state.completed.clear();
+        state.skipped.clear();
+        state.evaluated_sets.clear();
+        if let Some(skip) = skip_systems {
+            state.completed.union_with(skip);
+            for i in skip.ones() {
+                state.ready.remove(i);
+                signal_dependents(plan, state, i);
+            }
+        }
+        let ctx = Ctx {
+            plan,
+            state: &self.state,
+            systems: Systems(systems.as_mut_ptr()),
+            world: world.as_unsafe_world_cell(),
+            error_handler,
+        };
+        loop {
+            self.pool.scope(|scope| {
+                let mut inline = Batch::new();
+                let mut spawn = Batch::new();
+                ctx.start_ready(&mut lock(ctx.state), scope, &mut inline, &mut spawn);
+                ctx.spawn(&spawn, scope);
+                ctx.run_inline(inline, scope);
+            });
+            let mut st = lock(ctx.state);
+            let first = {
+                let State { ready, .. } = &*st;
+                ready.intersection(&plan.main_thread).next()
+            };
+            let Some(i) = first else { break };
+            st.ready.remove(i);
+            // SAFETY: the scope drained, so no system is running and no other
+            // reference to system `i` exists.
+            let system = unsafe { &mut *ctx.systems.0.add(i) };
+            // SAFETY: nothing is running, so the conditions may read anything.
+            if unsafe { ctx.should_run(&mut st, i, system) } {
+                ctx.run_on_main_thread(&mut st, i, system);
+                st.unapplied.insert(i);
+            }
+            st.completed.insert(i);
+            signal_dependents(plan, &mut st, i);
+        }
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        debug_assert_eq!(state.completed.count_ones(..), plan.len);
+        if self.apply_final_deferred {
+            apply_deferred(
+                &mut state.unapplied,
+                systems,
+                world,
+                error_handler,
+                &mut state.panic,
+            );
+        }
+        if let Some(payload) = state.panic.take() {
+            resume_unwind(payload);
+        }
+    }
+
+    fn set_apply_final_deferred(&mut self, value: bool) {
+        self.apply_final_deferred = value;
+    }
+}
+
+fn signal_dependents(plan: &Plan, st: &mut State, i: usize) {
+    for &d in &plan.dependents[i] {
+        st.remaining[d] -= 1;
+        if st.remaining[d] == 0 && !st.completed.contains(d) {
+            st.ready.insert(d);
+        }
+    }
+}
+
+impl<'a> Ctx<'a> {
+    fn can_run(&self, st: &State, i: usize) -> bool {
+        for set in self.plan.sets_of_system[i].difference(&st.evaluated_sets) {
+            if !self.plan.set_condition_conflicts[set].is_disjoint(&st.running) {
+                return false;
+            }
+        }
+        self.plan.condition_conflicts[i].is_disjoint(&st.running)
+            && (st.skipped.contains(i) || self.plan.conflicts[i].is_disjoint(&st.running))
+    }
+
+    /// Marks running every ready `Send` system whose access allows it to run
+    /// now. The caller runs `inline` itself: among frame-critical systems,
+    /// the first one if it has nothing queued, and cheap ones within the
+    /// budget. The others (and every system of another lane) go to `spawn`
+    /// for [`spawn`](Self::spawn) once the lock is released (or are spawned
+    /// at once if `spawn` is full).
+    fn start_ready<'s>(
+        &'a self,
+        st: &mut State,
+        scope: &'s Scope<'s, 'a>,
+        inline: &mut Batch,
+        spawn: &mut Batch,
+    ) {
+        let mut ready = std::mem::take(&mut st.scratch);
+        let mut again = true;
+        while again {
+            again = false;
+            ready.clone_from(&st.ready);
+            for i in ready.ones() {
+                if self.plan.main_thread.contains(i) || !self.can_run(st, i) {
+                    continue;
+                }
+                st.ready.remove(i);
+                // SAFETY: `i` is not running (it was ready), so no other
+                // reference to it exists while the lock is held.
+                let system = unsafe { &*self.systems.0.add(i) };
+                // SAFETY: `can_run` checked that no running system conflicts
+                // with the conditions.
+                if !unsafe { self.should_run(st, i, system) } {
+                    st.completed.insert(i);
+                    signal_dependents(self.plan, st, i);
+                    again = true;
+                    continue;
+                }
+                st.running.insert(i);
+                let cost = self.plan.cost_ns[i].load(Relaxed);
+                let cheap = cost < INLINE_BELOW_NS
+                    && inline.cost_ns.saturating_add(cost) < INLINE_BUDGET_NS;
+                let inline_ok = self.plan.lanes[i] == Lane::FrameCritical;
+                if inline_ok && (inline.len == 0 || cheap) && inline.push(i) {
+                    inline.cost_ns = inline.cost_ns.saturating_add(cost);
+                } else if !spawn.push(i) {
+                    scope.spawn_in(self.plan.lanes[i], move |scope| self.run_task(i, scope));
+                }
+            }
+        }
+        st.scratch = ready;
+    }
+
+    fn spawn<'s>(&'a self, batch: &Batch, scope: &'s Scope<'s, 'a>) {
+        for &i in &batch.systems[..batch.len] {
+            scope.spawn_in(self.plan.lanes[i], move |scope| self.run_task(i, scope));
+        }
+    }
+
+    /// A scope task: runs system `i` and what it starts inline.
+    fn run_task<'s>(&'a self, i: usize, scope: &'s Scope<'s, 'a>) {
+        let mut inline = Batch::new();
+        inline.push(i);
+        self.run_inline(inline, scope);
+    }
+
+    /// Runs the systems of `inline`, and those their completion starts
+    /// inline, on this thread.
+    fn run_inline<'s>(&'a self, mut inline: Batch, scope: &'s Scope<'s, 'a>) {
+        while let Some(i) = inline.pop() {
+            let cost = self.plan.cost_ns[i].load(Relaxed);
+            inline.cost_ns = inline.cost_ns.saturating_sub(cost);
+            self.run_one(i, scope, &mut inline);
+        }
+    }
+
+    fn run_one<'s>(&'a self, i: usize, scope: &'s Scope<'s, 'a>, inline: &mut Batch) {
+        let start = Instant::now();
+        // SAFETY: the scheduler marked `i` running, so this task holds the
+        // only reference to it.
+        let system = unsafe { &mut *self.systems.0.add(i) };
+        let result = {
+            let _zone = zone(self.plan.zones[i], self.plan.lanes[i]);
+            // SAFETY: `i` is not exclusive (it is not a main-thread system) and
+            // no running system's access conflicts with it (`can_run`).
+            catch_unwind(AssertUnwindSafe(|| unsafe {
+                system.run_unsafe((), self.world)
+            }))
+        };
+        let panic = report(result, system, self.error_handler, "System panicked");
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        let old = self.plan.cost_ns[i].load(Relaxed);
+        let estimate = if old == u64::MAX {
+            ns
+        } else {
+            (old / 4) * 3 + ns / 4
+        };
+        // Relaxed: only the thread running `i` writes it; readers only guess.
+        self.plan.cost_ns[i].store(estimate, Relaxed);
+        let mut spawn = Batch::new();
+        {
+            let mut st = lock(self.state);
+            if let Some(payload) = panic {
+                st.panic.get_or_insert(payload);
+            }
+            st.running.remove(i);
+            st.completed.insert(i);
+            st.unapplied.insert(i);
+            signal_dependents(self.plan, &mut st, i);
+            self.start_ready(&mut st, scope, inline, &mut spawn);
+        }
+        self.spawn(&spawn, scope);
+    }
+
+    fn run_on_main_thread(&self, st: &mut State, i: usize, system: &mut SystemWithAccess) {
+        let _zone = zone(self.plan.zones[i], self.plan.lanes[i]);
+        if self.plan.apply_deferred[i] {
+            // SAFETY: no system is running, so the world is not borrowed.
+            let world = unsafe { self.world.world_mut() };
+            // SAFETY: no system is running, so none of them is borrowed.
+            let systems = unsafe { std::slice::from_raw_parts_mut(self.systems.0, self.plan.len) };
+            apply_deferred(
+                &mut st.unapplied,
+                systems,
+                world,
+                self.error_handler,
+                &mut st.panic,
+            );
+            return;
+        }
+        let result = if self.plan.exclusive[i] {
+            // SAFETY: no system is running, so the world is not borrowed.
+            let world = unsafe { self.world.world_mut() };
+            catch_unwind(AssertUnwindSafe(|| system.run((), world)))
+        } else {
+            // SAFETY: no system is running; this non-`Send` system runs on
+            // the thread that owns the world.
+            catch_unwind(AssertUnwindSafe(|| unsafe {
+                system.run_unsafe((), self.world)
+            }))
+        };
+        let message = if self.plan.exclusive[i] {
+            "Exclusive system panicked"
+        } else {
+            "System panicked"
+        };
+        if let Some(payload) = report(result, system, self.error_handler, message) {
+            st.panic.get_or_insert(payload);
+        }
+    }
+
+    /// Evaluates the conditions of `i` and of its conditioned sets not yet
+    /// evaluated this run, as bevy's executors do.
+    ///
+    /// # Safety
+    /// No running system may conflict with the conditions evaluated.
+    unsafe fn should_run(&self, st: &mut State, i: usize, system: &SystemWithAccess) -> bool {
+        let mut should_run = !st.skipped.contains(i);
+        for set in self.plan.sets_of_system[i].ones() {
+            if st.evaluated_sets.contains(set) {
+                continue;
+            }
+            // SAFETY: upheld by the caller.
+            let met = unsafe {
+                evaluate(
+                    &mut st.set_conditions[set],
+                    self.world,
+                    self.error_handler,
+                    system,
+                    true,
+                    &mut st.panic,
+                )
+            };
+            if !met {
+                st.skipped.union_with(&self.plan.set_members[set]);
+            }
+            should_run &= met;
+            st.evaluated_sets.insert(set);
+        }
+        // SAFETY: upheld by the caller.
+        let met = unsafe {
+            evaluate(
+                &mut st.system_conditions[i],
+                self.world,
+                self.error_handler,
+                system,
+                false,
+                &mut st.panic,
+            )
+        };
+        if !met {
+            st.skipped.insert(i);
+        }
+        should_run && met
+    }
+}
+
+/// Runs every condition (no short-circuit: conditions may keep state) and
+/// folds them with `and`; failures go to the error handler as bevy does, and
+/// a panic of the handler is kept in `panic` to be re-raised after the run.
+///
+/// # Safety
+/// `world` must allow reading everything the conditions read.
+unsafe fn evaluate(
+    conditions: &mut [ConditionWithAccess],
+    world: UnsafeWorldCell,
+    error_handler: ErrorHandler,
+    for_system: &SystemWithAccess,
+    on_set: bool,
+    panic: &mut Option<Payload>,
+) -> bool {
+    let mut all = true;
+    for ConditionWithAccess { condition, .. } in conditions {
+        // SAFETY: upheld by the caller.
+        let result = catch_unwind(AssertUnwindSafe(|| unsafe {
+            condition.run_unsafe((), world)
+        }));
+        let context = || ErrorContext::RunCondition {
+            name: condition.name(),
+            last_run: condition.get_last_run(),
+            system: for_system.name(),
+            on_set,
+        };
+        let err = match result {
+            Ok(Ok(met)) => {
+                all &= met;
+                continue;
+            }
+            Ok(Err(RunSystemError::Skipped(_))) => {
+                all = false;
+                continue;
+            }
+            Ok(Err(RunSystemError::Failed(err))) => err,
+            Err(payload) => BevyError::panic("Encountered panic", payload),
+        };
+        all = false;
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| error_handler(err, context()))) {
+            panic.get_or_insert(payload);
+        }
+    }
+    all
+}
+
+/// Hands a failure or panic of `system` to the error handler; returns the
+/// handler's own panic, if it panicked, to be re-raised after the run.
+fn report(
+    result: std::thread::Result<Result<(), RunSystemError>>,
+    system: &SystemWithAccess,
+    error_handler: ErrorHandler,
+    message: &str,
+) -> Option<Payload> {
+    let err = match result {
+        Ok(Ok(()) | Err(RunSystemError::Skipped(_))) => return None,
+        Ok(Err(RunSystemError::Failed(err))) => err,
+        Err(payload) => BevyError::panic(message.to_owned(), payload),
+    };
+    let context = ErrorContext::System {
+        name: system.name(),
+        last_run: system.get_last_run(),
+    };
+    catch_unwind(AssertUnwindSafe(|| error_handler(err, context))).err()
+}
+
+fn apply_deferred(
+    unapplied: &mut FixedBitSet,
+    systems: &mut [SystemWithAccess],
+    world: &mut World,
+    error_handler: ErrorHandler,
+    panic: &mut Option<Payload>,
+) {
+    for i in unapplied.ones() {
+        let system = &mut systems[i];
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            system.apply_deferred(world);
+            Ok(())
+        }));
+        let message = "Encountered a panic while applying system buffers";
+        if let Some(payload) = report(result, system, error_handler, message) {
+            panic.get_or_insert(payload);
+        }
+    }
+    unapplied.clear();
+}
