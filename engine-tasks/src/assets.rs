@@ -21,7 +21,13 @@
 //!    queueing a result delays the hand-over by a frame, never the frame.
 //!
 //! Every request ends in exactly one [`AssetEvent`]: loaded, failed (with
-//! the reason), or cancelled.
+//! the reason), or cancelled; a request whose reader or decoder panics ends
+//! as [`AssetErrorKind::Interrupted`].
+//!
+//! The root check resolves the path and then reads it: a symbolic link
+//! swapped in between those two steps by someone with write access to the
+//! asset directory is not caught. The check guards against paths that name
+//! files outside the root, not against a hostile writer inside it.
 
 use crate::blocking::BlockingPoolHandle;
 use crate::lane::Lane;
@@ -30,8 +36,8 @@ use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// First bytes of an asset file.
 pub const ASSET_MAGIC: [u8; 4] = *b"ETA1";
@@ -168,6 +174,8 @@ pub enum AssetErrorKind {
     Corrupt(String),
     /// A pool refused the work (it is shutting down).
     PoolUnavailable,
+    /// A panic interrupted reading or decoding.
+    Interrupted,
     /// Cancelled with [`AssetStreamer::cancel`].
     Cancelled,
 }
@@ -192,6 +200,7 @@ impl fmt::Display for AssetError {
             AssetErrorKind::Unreadable(e) => write!(f, "{path}: unreadable: {e}"),
             AssetErrorKind::Corrupt(why) => write!(f, "{path}: corrupt: {why}"),
             AssetErrorKind::PoolUnavailable => write!(f, "{path}: the pools are shutting down"),
+            AssetErrorKind::Interrupted => write!(f, "{path}: interrupted by a panic"),
             AssetErrorKind::Cancelled => write!(f, "{path}: cancelled"),
         }
     }
@@ -388,14 +397,15 @@ impl AssetStreamer {
     /// if a decoder is queueing a result right now, the events wait for the
     /// next call. Returns how many were moved.
     pub fn drain(&self, out: &mut Vec<AssetEvent>) -> usize {
-        match self.inner.done.try_lock() {
-            Ok(mut done) => {
-                let n = done.len();
-                out.extend(done.drain(..));
-                n
-            }
-            Err(_) => 0,
-        }
+        let mut done = match self.inner.done.try_lock() {
+            Ok(done) => done,
+            // `finish` keeps the queue consistent even if it panicked.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return 0,
+        };
+        let n = done.len();
+        out.extend(done.drain(..));
+        n
     }
 
     /// The streamer's counters.
@@ -448,18 +458,101 @@ impl ReaderSlot {
                 let cancelled = requests.cancelled.contains(&next.id);
                 (next, cancelled)
             };
-            let Pending { id, path, .. } = next;
+            let claim = Claim {
+                inner: inner.clone(),
+                id: next.id,
+                path: Some(next.path),
+            };
             if cancelled {
-                let kind = AssetErrorKind::Cancelled;
-                inner.finish(Err(AssetError { id, path, kind }));
+                claim.end(Err(AssetErrorKind::Cancelled));
                 continue;
             }
-            let read = inner.read(&path);
-            let decoder = inner.clone();
-            let decode = move || decoder.decode(id, path, read);
+            let read = inner.read(claim.path());
+            let decode = move || claim.decode(read);
             if let Err(refused) = inner.pool.spawn(Lane::Background, decode) {
                 (refused.into_inner())();
             }
+        }
+    }
+}
+
+/// A request taken off the waiting list, which must end in exactly one
+/// event. If whoever holds it is dropped without ending it (a panic while
+/// reading, or in a decode task before its body ran), the request ends as
+/// [`AssetErrorKind::Interrupted`].
+struct Claim {
+    inner: Arc<Inner>,
+    id: AssetId,
+    /// `None` once ended.
+    path: Option<PathBuf>,
+}
+
+impl Claim {
+    fn path(&self) -> &Path {
+        self.path.as_deref().expect("a claim is ended once")
+    }
+
+    fn end(mut self, result: Result<Vec<u8>, AssetErrorKind>) {
+        let path = self.path.take().expect("a claim is ended once");
+        let (id, inner) = (self.id, self.inner.clone());
+        inner.finish(match result {
+            Ok(data) => Ok(Asset { id, path, data }),
+            Err(kind) => Err(AssetError { id, path, kind }),
+        });
+    }
+
+    /// Decodes a read's bytes (on the background lane) and ends the request.
+    fn decode(self, read: Result<Vec<u8>, AssetErrorKind>) {
+        match read.and_then(|bytes| AssetDecoder::new(bytes).map_err(AssetErrorKind::Corrupt)) {
+            Ok(decoder) => self.decode_steps(decoder, DECODE_STEP),
+            Err(kind) => self.end(Err(kind)),
+        }
+    }
+
+    /// Decodes `budget` bytes, then queues the rest as a new background task
+    /// (so frame-critical work never waits long for a worker that is
+    /// decoding). If the pool refuses (it is shutting down), the rest runs
+    /// here in one step, so refusals never nest.
+    fn decode_steps(self, mut decoder: AssetDecoder<Vec<u8>>, budget: usize) {
+        if self.inner.lock_requests().cancelled.contains(&self.id) {
+            return self.end(Err(AssetErrorKind::Cancelled));
+        }
+        match decoder.step(budget) {
+            Ok(true) => self.end(Ok(decoder.into_data())),
+            Err(why) => self.end(Err(AssetErrorKind::Corrupt(why))),
+            Ok(false) => {
+                let pool = self.inner.pool.clone();
+                let inline = Arc::new(AtomicBool::new(false));
+                let run_inline = inline.clone();
+                let rest = move || {
+                    // Relaxed: set before the closure is called on this
+                    // very thread.
+                    let budget = if run_inline.load(Ordering::Relaxed) {
+                        usize::MAX
+                    } else {
+                        DECODE_STEP
+                    };
+                    self.decode_steps(decoder, budget);
+                };
+                if let Err(refused) = pool.spawn(Lane::Background, rest) {
+                    // Relaxed: read by the call below, on this thread.
+                    inline.store(true, Ordering::Relaxed);
+                    (refused.into_inner())();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let kind = AssetErrorKind::Interrupted;
+            self.inner.finish(Err(AssetError {
+                id: self.id,
+                path,
+                kind,
+            }));
         }
     }
 }
@@ -546,48 +639,6 @@ impl Inner {
             .bytes_read
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Ok(bytes)
-    }
-
-    /// Decodes a read's bytes (on the background lane) and ends the request.
-    fn decode(self: Arc<Self>, id: AssetId, path: PathBuf, read: Result<Vec<u8>, AssetErrorKind>) {
-        match read.and_then(|bytes| AssetDecoder::new(bytes).map_err(AssetErrorKind::Corrupt)) {
-            Ok(decoder) => self.decode_steps(id, path, decoder),
-            Err(kind) => self.finish(Err(AssetError { id, path, kind })),
-        }
-    }
-
-    /// Decodes [`DECODE_STEP`] bytes, then queues the rest as a new
-    /// background task, so frame-critical work never waits long for a
-    /// worker that is decoding.
-    fn decode_steps(
-        self: Arc<Self>,
-        id: AssetId,
-        path: PathBuf,
-        mut decoder: AssetDecoder<Vec<u8>>,
-    ) {
-        if self.lock_requests().cancelled.contains(&id) {
-            let kind = AssetErrorKind::Cancelled;
-            return self.finish(Err(AssetError { id, path, kind }));
-        }
-        match decoder.step(DECODE_STEP) {
-            Ok(true) => {
-                let data = decoder.into_data();
-                self.finish(Ok(Asset { id, path, data }));
-            }
-            Err(why) => {
-                let kind = AssetErrorKind::Corrupt(why);
-                self.finish(Err(AssetError { id, path, kind }));
-            }
-            Ok(false) => {
-                let this = self.clone();
-                let rest = move || this.decode_steps(id, path, decoder);
-                // Detached: the request ends through `finish`. If the pool is
-                // shutting down, the rest runs here.
-                if let Err(refused) = self.pool.spawn(Lane::Background, rest) {
-                    (refused.into_inner())();
-                }
-            }
-        }
     }
 
     /// Ends a request: counts it and queues its event.

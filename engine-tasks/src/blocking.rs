@@ -243,10 +243,13 @@ struct Metrics {
     spawn_failures: AtomicU64,
 }
 
-/// A queued task: runs (`true`) or is cancelled (`false`, dropping the
-/// closure and telling its handle).
+/// Runs a queued task (given the metrics to count itself in) or cancels it
+/// (`None`: drops the closure and tells its handle).
+type JobFn = dyn FnOnce(Option<&Metrics>) + Send;
+
+/// A queued task.
 struct Job {
-    run: Box<dyn FnOnce(bool) + Send>,
+    run: Box<JobFn>,
     mandatory: bool,
 }
 
@@ -374,7 +377,8 @@ impl BlockingPoolHandle {
 
     /// Shuts the pool down (see the module docs): later submissions fail,
     /// queued tasks are dropped except mandatory ones, which run, and every
-    /// thread is joined before this returns. Idempotent.
+    /// thread is joined before this returns. A second call made while the
+    /// first is still joining returns at once; only the first waits.
     pub fn shutdown(&self) {
         let inner = &self.inner;
         let (dropped, handles, last) = {
@@ -389,7 +393,7 @@ impl BlockingPoolHandle {
         };
         inner.work.notify_all();
         for job in dropped {
-            (job.run)(false);
+            (job.run)(None);
         }
         let me = thread::current().id();
         for handle in handles.into_iter().chain(last) {
@@ -439,15 +443,19 @@ impl BlockingPoolHandle {
         }
         let completion = Arc::new(Completion::new());
         let done = completion.clone();
-        let run = move |run: bool| {
-            if run {
+        let run = move |run: Option<&Metrics>| {
+            if let Some(metrics) = run {
                 let _span = instrument::blocking_task();
                 let body = || {
-                    faults::maybe_panic(Site::TaskBody);
+                    faults::maybe_panic(Site::BlockingBody);
                     f()
                 };
                 let result =
                     panic::catch_unwind(AssertUnwindSafe(body)).map_err(JoinError::Panicked);
+                // Counted before the handle can see the result, so a waiter
+                // that got it also sees the count. Relaxed: a statistic,
+                // published by the completion's lock.
+                metrics.completed.fetch_add(1, Ordering::Relaxed);
                 done.complete(result);
             } else {
                 // A panicking destructor of the unrun closure must not unwind
@@ -523,9 +531,7 @@ impl Inner {
     }
 
     fn run_job(&self, job: Job) {
-        (job.run)(true);
-        // Relaxed: a statistic.
-        self.metrics.completed.fetch_add(1, Ordering::Relaxed);
+        (job.run)(Some(&self.metrics));
     }
 
     fn thread_main(self: Arc<Self>) {
@@ -694,8 +700,10 @@ impl<T: Send + 'static> BlockingTask<T> {
 
     /// When the task finishes, runs `f` with its result as a task of `lane`
     /// on `pool`, so nobody waits for the I/O. If `pool` refuses the task
-    /// (it is shutting down), `f` runs on the thread that finished the
-    /// blocking task instead: the result is never lost.
+    /// (it is shutting down), `f` runs on the thread that completed the
+    /// blocking task (a blocking thread, the caller of `shutdown` for a
+    /// cancelled task, or the caller of `then` if it had already finished):
+    /// the result is never lost.
     pub fn then<F>(self, pool: &PoolHandle, lane: Lane, f: F)
     where
         F: FnOnce(Result<T, JoinError>) + Send + 'static,

@@ -3,8 +3,8 @@
 //!
 //! A [`FaultPlan`] gives, per injection point, the chance in a million that
 //! a call fails. The points: a worker or blocking thread failing to start,
-//! a spawned task's body panicking before it runs, a graph node's closure
-//! panicking, and (consulted by the caller's own types through
+//! a spawned task's or blocking task's body panicking before it runs, a
+//! graph node's closure panicking, and (consulted by the caller's own types through
 //! [`should_fail`]) a captured value panicking in its destructor. Each point
 //! counts how often it fired.
 
@@ -22,9 +22,11 @@ pub enum Site {
     /// A value captured by a task panics when dropped (the value's own
     /// `Drop` asks [`should_fail`]).
     CapturedDrop = 3,
+    /// A blocking-pool task panics before its body runs.
+    BlockingBody = 4,
 }
 
-const SITES: usize = 4;
+const SITES: usize = 5;
 
 /// Chances, in a million calls, that each site fails.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct FaultPlan {
     pub node_body: u32,
     /// See [`Site::CapturedDrop`].
     pub captured_drop: u32,
+    /// See [`Site::BlockingBody`].
+    pub blocking_body: u32,
 }
 
 static CHANCE: [AtomicU32; SITES] = [const { AtomicU32::new(0) }; SITES];
@@ -49,6 +53,7 @@ pub fn set_plan(plan: FaultPlan) {
         plan.task_body,
         plan.node_body,
         plan.captured_drop,
+        plan.blocking_body,
     ];
     for (slot, chance) in CHANCE.iter().zip(chances) {
         // Relaxed: a test knob; threads see it soon enough.

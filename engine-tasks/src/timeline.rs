@@ -30,6 +30,7 @@ use crate::clock::{self, TickRate};
 use crate::lane::Lane;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::io::{self, Write};
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -237,10 +238,12 @@ pub(crate) fn recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// An open span: ends (records its end event) on drop.
+/// An open span: ends (records its end event) on drop. Not `Send`: only the
+/// thread that owns the buffer may write to it.
 pub(crate) struct OpenSpan {
     buffer: Arc<ThreadBuffer>,
     category: Category,
+    _owner_thread: PhantomData<*const ()>,
 }
 
 impl Drop for OpenSpan {
@@ -287,7 +290,11 @@ pub(crate) fn begin(category: Category, label: Label, a: u32) -> Option<OpenSpan
         return None;
     }
     buffer.open.store(open + 1, Ordering::Relaxed);
-    Some(OpenSpan { buffer, category })
+    Some(OpenSpan {
+        buffer,
+        category,
+        _owner_thread: PhantomData,
+    })
 }
 
 /// Records an instant event if a session records.

@@ -6,7 +6,8 @@
 //! All of it is plain counting under the blocking pool's mutex; this module
 //! holds the rules so that a loom model can check them with the same code:
 //!
-//! * `submitted` (the task is already queued): if `idle > notified`, claim a
+//! * `submitted` (with the task queued under the same lock hold): if
+//!   `idle > notified`, claim a
 //!   waiting thread (`notified += 1`) and signal the condition variable;
 //!   otherwise the caller may start a thread, or the task waits for one.
 //! * `woke` (a waiting thread returns from the condition variable): it

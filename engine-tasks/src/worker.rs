@@ -615,6 +615,12 @@ impl<'a> Local<'a> {
         while !latch.is_set() {
             let pinned = inbox.try_lock().and_then(|mut consumer| consumer.pop());
             if let Some(task) = pinned {
+                // Found work: hand the searcher token on first, as
+                // `run_found` does, so pushes during a long pinned node
+                // still wake threads.
+                if self.searching.replace(false) && self.shared.sleep.end_search() {
+                    self.shared.notify(Lane::FrameCritical);
+                }
                 self.run_task(task, Lane::FrameCritical);
                 continue;
             }

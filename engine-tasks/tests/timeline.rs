@@ -33,7 +33,7 @@ fn recorded_events_match_counters_and_the_trace_is_complete() {
     // Warm up, then let every worker park: the session starts quiet.
     fib(&pool, 18);
     graph.run(&pool, &()).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(300));
 
     let before = pool.stats();
     assert!(timeline::start());
@@ -46,7 +46,7 @@ fn recorded_events_match_counters_and_the_trace_is_complete() {
         std::thread::sleep(Duration::from_millis(2));
     }
     // Quiet again before stopping, so no park is half counted.
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(300));
     let recorded = timeline::stop().expect("a session ran");
     let after = pool.stats();
     assert!(timeline::stop().is_none());

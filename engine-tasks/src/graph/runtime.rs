@@ -107,9 +107,12 @@ enum Waker {
 impl Waker {
     fn wake(self) {
         match self {
-            // SAFETY: the parker lives in the pool's shared state, which the
-            // frame's `&PoolHandle` keeps alive until the frame ends, and the
-            // waker only runs while it holds an unfinished node.
+            // SAFETY: the parker lives in the pool's shared state. The thread
+            // waking is either one of the pool's threads (which hold the
+            // shared state through their `Arc`) or runs inside a wait on this
+            // pool (whose caller borrows a handle to it), so the state
+            // outlives this call even if the frame ended right after the
+            // inbox push that preceded it.
             Waker::Slot(parker) => unsafe { (*parker).unpark() },
             Waker::Thread(thread) => thread.unpark(),
         }
@@ -642,10 +645,11 @@ impl<C: ?Sized + Sync> Shared<C> {
                     next = Some(s);
                 } else if let Some(local) = local {
                     local.push_quiet(succ.lane, task);
-                    // A node no more urgent than this task's lane may skip
+                    // A node at least as urgent as this task's lane may skip
                     // the wake-up: this thread's own search (or the wait it
                     // runs in, whose floor is at least this lane) reaches it
-                    // before the thread parks.
+                    // before the thread parks. A less urgent one always
+                    // wakes someone.
                     if succ.lane > lane {
                         pushed.add_waking(succ.lane);
                     } else {

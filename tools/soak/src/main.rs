@@ -234,6 +234,7 @@ fn main() {
         task_body: 5_000,
         node_body: 5_000,
         captured_drop: 5_000,
+        blocking_body: 5_000,
     });
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let watchdog = Duration::from_secs(args.watchdog_seconds);
