@@ -15,8 +15,7 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{Lane, Pool, TaskGraph};
-use engine_tasks_benches::{cpu_micros, layered_dag, threads, Work};
-use std::process::Command;
+use engine_tasks_benches::{cpu_micros, layered_dag, medians_from_children, threads, Work};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -132,14 +131,12 @@ fn measure(peer: &str) -> (f64, f64) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() == 3 && args[1] == "--child" {
-        let (all, between) = measure(&args[2]);
-        println!("{all} {between}");
+    let Some((repeats, medians)) = medians_from_children(&PEERS, |peer| {
+        let (all, between) = measure(peer);
+        vec![all, between]
+    }) else {
         return;
-    }
-    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeat count"));
-    let exe = std::env::current_exe().expect("own path");
+    };
     println!("CPU time of a 60 Hz loop of light frames (256 nodes x 1 us)");
     println!(
         "({} threads per pool, median of {repeats} runs)\n",
@@ -147,25 +144,7 @@ fn main() {
     );
     println!("| runner | CPU, all (ms per second) | CPU between frames (ms per second) |");
     println!("|---|---|---|");
-    for peer in PEERS {
-        let mut samples: Vec<(f64, f64)> = (0..repeats)
-            .map(|_| {
-                let out = Command::new(&exe)
-                    .args(["--child", peer])
-                    .output()
-                    .expect("child runs");
-                assert!(out.status.success(), "{peer} child failed");
-                let text = String::from_utf8_lossy(&out.stdout);
-                let mut fields = text
-                    .split_whitespace()
-                    .map(|f| f.parse::<f64>().expect("ms"));
-                (fields.next().expect("all"), fields.next().expect("between"))
-            })
-            .collect();
-        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let all = samples[samples.len() / 2].0;
-        samples.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let between = samples[samples.len() / 2].1;
-        println!("| {peer} | {all:.1} | {between:.2} |");
+    for (peer, median) in PEERS.iter().zip(medians) {
+        println!("| {peer} | {:.1} | {:.2} |", median[0], median[1]);
     }
 }

@@ -10,8 +10,9 @@
 //! (add a count, e.g. `-- 5`, to repeat each measurement and report the median).
 
 use engine_tasks::Pool;
-use engine_tasks_benches::{cpu_micros, threads, CountDown, GlobalQueuePool};
-use std::process::Command;
+use engine_tasks_benches::{
+    cpu_micros, medians_from_children, threads, CountDown, GlobalQueuePool,
+};
 use std::time::Duration;
 
 const PEERS: [&str; 6] = [
@@ -82,13 +83,10 @@ fn measure(peer: &str) -> u64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() == 3 && args[1] == "--child" {
-        println!("{}", measure(&args[2]));
+    let Some((repeats, medians)) = medians_from_children(&PEERS, |peer| vec![measure(peer) as f64])
+    else {
         return;
-    }
-    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeat count"));
-    let exe = std::env::current_exe().expect("own path");
+    };
     println!("CPU time used in the idle second after a burst of {BURST} tasks");
     println!(
         "({} threads per pool, median of {repeats} runs)\n",
@@ -96,22 +94,7 @@ fn main() {
     );
     println!("| pool | idle CPU (ms per second) |");
     println!("|---|---|");
-    for peer in PEERS {
-        let mut samples: Vec<u64> = (0..repeats)
-            .map(|_| {
-                let out = Command::new(&exe)
-                    .args(["--child", peer])
-                    .output()
-                    .expect("child runs");
-                assert!(out.status.success(), "{peer} child failed");
-                String::from_utf8_lossy(&out.stdout)
-                    .trim()
-                    .parse()
-                    .expect("micros")
-            })
-            .collect();
-        samples.sort_unstable();
-        let median = samples[samples.len() / 2];
-        println!("| {peer} | {:.2} |", median as f64 / 1000.0);
+    for (peer, median) in PEERS.iter().zip(medians) {
+        println!("| {peer} | {:.2} |", median[0] / 1000.0);
     }
 }

@@ -221,3 +221,49 @@ impl Work {
         }
     }
 }
+
+/// The harness of the CPU-time binaries: each measurement runs in a child
+/// process of the same binary (`--child PEER`), so one pool's threads are
+/// never charged to another. In a child, runs `measure(peer)`, prints its
+/// numbers on one line and returns `None`; in the parent, runs every peer
+/// `repeats` times (the first argument, default 3) and returns, per peer,
+/// the median of each number.
+pub fn medians_from_children(
+    peers: &[&str],
+    measure: impl Fn(&str) -> Vec<f64>,
+) -> Option<(usize, Vec<Vec<f64>>)> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "--child" {
+        let line: Vec<String> = measure(&args[2]).iter().map(f64::to_string).collect();
+        println!("{}", line.join(" "));
+        return None;
+    }
+    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeat count"));
+    let exe = std::env::current_exe().expect("own path");
+    let medians = peers
+        .iter()
+        .map(|peer| {
+            let samples: Vec<Vec<f64>> = (0..repeats)
+                .map(|_| {
+                    let out = std::process::Command::new(&exe)
+                        .args(["--child", peer])
+                        .output()
+                        .expect("child runs");
+                    assert!(out.status.success(), "{peer} child failed");
+                    String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .map(|f| f.parse::<f64>().expect("a number"))
+                        .collect()
+                })
+                .collect();
+            (0..samples[0].len())
+                .map(|k| {
+                    let mut column: Vec<f64> = samples.iter().map(|s| s[k]).collect();
+                    column.sort_by(f64::total_cmp);
+                    column[column.len() / 2]
+                })
+                .collect()
+        })
+        .collect();
+    Some((repeats, medians))
+}

@@ -33,6 +33,19 @@ struct Log {
     frame_thread: Mutex<Option<ThreadId>>,
 }
 
+impl Log {
+    /// A log for `n` nodes whose frames run on the calling thread.
+    fn for_this_thread(n: usize) -> Log {
+        Log {
+            clock: AtomicU64::new(0),
+            finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            pinned_off_thread: AtomicUsize::new(0),
+            frame_thread: Mutex::new(Some(thread::current().id())),
+        }
+    }
+}
+
 fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
     let mut builder = TaskGraph::<Log>::builder();
     let mut deps = Vec::with_capacity(nodes);
@@ -82,13 +95,7 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
     for graph_no in 0..2_000 {
         let n = 1 + rng.below(40) as usize;
         let (mut graph, deps) = random_graph(&mut rng, n);
-        let log = Log {
-            clock: AtomicU64::new(0),
-            finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            pinned_off_thread: AtomicUsize::new(0),
-            frame_thread: Mutex::new(Some(thread::current().id())),
-        };
+        let log = Log::for_this_thread(n);
         let frames = 3;
         for _ in 0..frames {
             log.clock.store(0, Ordering::SeqCst);
@@ -429,13 +436,7 @@ fn graphs_run_when_no_thread_could_be_spawned() {
         .build()
         .unwrap();
     let (mut graph, deps) = random_graph(&mut Rng(7), 30);
-    let log = Log {
-        clock: AtomicU64::new(0),
-        finished_at: (0..30).map(|_| AtomicU64::new(0)).collect(),
-        runs: (0..30).map(|_| AtomicU64::new(0)).collect(),
-        pinned_off_thread: AtomicUsize::new(0),
-        frame_thread: Mutex::new(Some(thread::current().id())),
-    };
+    let log = Log::for_this_thread(30);
     for _ in 0..3 {
         graph.run(&pool, &log).unwrap();
     }
@@ -458,13 +459,7 @@ fn concurrent_frames_from_outside_threads() {
                 for _ in 0..100 {
                     let n = 1 + rng.below(30) as usize;
                     let (mut graph, _) = random_graph(&mut rng, n);
-                    let log = Log {
-                        clock: AtomicU64::new(0),
-                        finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
-                        runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
-                        pinned_off_thread: AtomicUsize::new(0),
-                        frame_thread: Mutex::new(Some(thread::current().id())),
-                    };
+                    let log = Log::for_this_thread(n);
                     graph.run(&pool, &log).unwrap();
                     assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 1));
                     assert_eq!(log.pinned_off_thread.load(Ordering::SeqCst), 0);
@@ -485,13 +480,7 @@ fn a_graph_can_run_inside_a_task() {
     let handle = pool
         .spawn(Lane::Normal, move || {
             let (mut graph, _) = random_graph(&mut Rng(99), 25);
-            let log = Log {
-                clock: AtomicU64::new(0),
-                finished_at: (0..25).map(|_| AtomicU64::new(0)).collect(),
-                runs: (0..25).map(|_| AtomicU64::new(0)).collect(),
-                pinned_off_thread: AtomicUsize::new(0),
-                frame_thread: Mutex::new(Some(thread::current().id())),
-            };
+            let log = Log::for_this_thread(25);
             for _ in 0..10 {
                 graph.run(&inner, &log).unwrap();
             }
