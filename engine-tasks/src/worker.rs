@@ -489,14 +489,18 @@ impl<'a> Local<'a> {
     // ----- running -----
 
     pub(crate) fn run_found(&self, found: Found) {
-        if self.searching.replace(false) && self.shared.sleep.end_search() {
-            // We were the last searcher and found work: there may be more,
-            // so pass the search on (see idle.rs).
-            self.shared.notify(found.lane);
-        }
+        self.hand_on_search(found.lane);
         self.run_task(found.task, found.lane);
         if found.background_permit {
             self.shared.release_background();
+        }
+    }
+
+    /// This thread found work of `lane`. If it was the last searcher, there
+    /// may be more, so it passes the search on (see idle.rs).
+    fn hand_on_search(&self, lane: Lane) {
+        if self.searching.replace(false) && self.shared.sleep.end_search() {
+            self.shared.notify(lane);
         }
     }
 
@@ -579,31 +583,16 @@ impl<'a> Local<'a> {
     }
 
     fn wait_helping(&self, latch: &Latch, floor: impl Fn() -> Lane) {
-        let mut registered = false;
-        while !latch.is_set() {
-            let floor = floor();
-            // Depth first: what the waiting task pushed last is most likely
-            // what it waits for, and running it keeps nesting shallow.
-            if let Some(found) = self.take_newest(floor) {
+        // Depth first: what the waiting task pushed last is most likely what
+        // it waits for, and running it keeps nesting shallow.
+        let newest_first = |floor| match self.take_newest(floor) {
+            Some(found) => {
                 self.run_found(found);
-                continue;
+                true
             }
-            if let Some(found) = self.find_task(floor, false) {
-                self.run_found(found);
-                continue;
-            }
-            if !registered {
-                registered = true;
-                let parker = self.shared.sleep.parker(self.index);
-                if !latch.register(Waiter::Slot(parker)) {
-                    break;
-                }
-            }
-            if let Idle::Found(found) = self.idle(floor, || latch.is_set()) {
-                self.run_found(found);
-            }
-        }
-        self.leave_search();
+            None => false,
+        };
+        self.wait_loop(latch, floor, newest_first, || false);
     }
 
     /// Block-on-complete for a frame: like [`Local::wait_until`], and also
@@ -611,17 +600,34 @@ impl<'a> Local<'a> {
     /// pushes to the inbox unparks this slot afterwards.
     pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
         let _span = instrument::wait();
+        let pinned_first = |_| match inbox.try_lock().and_then(|mut consumer| consumer.pop()) {
+            Some(task) => {
+                // Found work: hand the search on first, as `run_found` does,
+                // so pushes during a long pinned node still wake threads.
+                self.hand_on_search(Lane::FrameCritical);
+                self.run_task(task, Lane::FrameCritical);
+                true
+            }
+            None => false,
+        };
+        self.wait_loop(latch, || floor, pinned_first, || !inbox.is_empty());
+    }
+
+    /// The loop of every wait: `first_look` (which runs one task and says
+    /// whether it did), then the ordinary search, then the idle protocol,
+    /// until `latch` is set. `more_work` wakes the idle protocol early for
+    /// work `first_look` would find that the search does not see.
+    fn wait_loop(
+        &self,
+        latch: &Latch,
+        floor: impl Fn() -> Lane,
+        mut first_look: impl FnMut(Lane) -> bool,
+        more_work: impl Fn() -> bool,
+    ) {
         let mut registered = false;
         while !latch.is_set() {
-            let pinned = inbox.try_lock().and_then(|mut consumer| consumer.pop());
-            if let Some(task) = pinned {
-                // Found work: hand the searcher token on first, as
-                // `run_found` does, so pushes during a long pinned node
-                // still wake threads.
-                if self.searching.replace(false) && self.shared.sleep.end_search() {
-                    self.shared.notify(Lane::FrameCritical);
-                }
-                self.run_task(task, Lane::FrameCritical);
+            let floor = floor();
+            if first_look(floor) {
                 continue;
             }
             if let Some(found) = self.find_task(floor, false) {
@@ -635,8 +641,7 @@ impl<'a> Local<'a> {
                     break;
                 }
             }
-            let stop = || latch.is_set() || !inbox.is_empty();
-            if let Idle::Found(found) = self.idle(floor, stop) {
+            if let Idle::Found(found) = self.idle(floor, || latch.is_set() || more_work()) {
                 self.run_found(found);
             }
         }

@@ -35,7 +35,7 @@
 //! non-`Send` systems run on the calling thread with no other system running
 //! (bevy lets them overlap with non-conflicting `Send` systems); weak
 //! orderings (`chain_weak`, `before_weak`) are kept as strict orderings, since
-//! which of them bevy resolved away is not public; the placeholder condition
+//! which of them bevy resolved away is not public; the stand-in condition
 //! left in the graph for each conditioned system or set is never evaluated.
 //! `install` adds one observer entity to the world, which forwards
 //! `CheckChangeTicks` to the run conditions the executor holds.

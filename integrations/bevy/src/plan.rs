@@ -3,7 +3,7 @@
 //! bevy keeps the dependency counts and run conditions of a built schedule in
 //! private fields of `SystemSchedule`, so [`install`](crate::install) collects
 //! them itself: it takes the run conditions out of the `ScheduleGraph` before
-//! the build (leaving an always-true placeholder so bevy's build passes still
+//! the build (leaving an always-true stand-in so bevy's build passes still
 //! see "has conditions"), builds the schedule, then flattens
 //! `graph().dependency()` through `graph().hierarchy()` (plus the edges the
 //! build passes added) into system-to-system edges indexed like
@@ -53,7 +53,11 @@ pub(crate) struct Plan {
     pub(crate) set_conditions: Vec<Vec<ConditionWithAccess>>,
 }
 
-fn placeholder(world: &mut World) -> ConditionWithAccess {
+/// The always-true condition left in bevy's graph where real conditions were
+/// taken out. bevy never evaluates it (this crate's executor runs the
+/// schedule); it only keeps the build passes seeing "has conditions", which
+/// decides where they insert `ApplyDeferred` sync points.
+fn stand_in_condition(world: &mut World) -> ConditionWithAccess {
     let mut condition = ConditionWithAccess::new(Box::new(IntoSystem::into_system(|| true)));
     condition.access = condition.condition.initialize(world);
     condition
@@ -72,7 +76,7 @@ pub(crate) fn take_conditions(schedule: &mut Schedule, world: &mut World) -> Tak
         .collect();
     for key in system_keys {
         if let Some(conditions) = graph.systems.get_conditions_mut(key) {
-            let real = std::mem::replace(conditions, vec![placeholder(world)]);
+            let real = std::mem::replace(conditions, vec![stand_in_condition(world)]);
             taken.systems.insert(key, real);
         }
     }
@@ -84,7 +88,7 @@ pub(crate) fn take_conditions(schedule: &mut Schedule, world: &mut World) -> Tak
         .collect();
     for key in set_keys {
         if let Some(conditions) = graph.system_sets.get_conditions_mut(key) {
-            let real = std::mem::replace(conditions, vec![placeholder(world)]);
+            let real = std::mem::replace(conditions, vec![stand_in_condition(world)]);
             taken.sets.insert(key, real);
         }
     }
