@@ -91,20 +91,38 @@ impl Latch {
         self.pending.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `true` if exactly `n` counts are outstanding: a holder of `n` counts
+    /// then knows that giving them back sets the latch.
+    #[inline]
+    pub(crate) fn outstanding_is(&self, n: usize) -> bool {
+        // Relaxed: a hint for when to give counts back; `count_down_by`
+        // re-reads it with the ordering that matters.
+        self.pending.load(Ordering::Relaxed) == n
+    }
+
     /// Counts one completion. After this returns `self` may be dangling.
     #[inline]
     pub(crate) fn count_down(&self) {
-        // A count of 1 is ours alone: no one else can count down, and only a
-        // holder of a count may add one. Then skip the decrement (the common
-        // case: spawned tasks and join halves have a count of 1).
-        // Acquire: pairs with the AcqRel decrements of earlier holders.
-        if self.pending.load(Ordering::Acquire) == 1 {
+        self.count_down_by(1);
+    }
+
+    /// Counts `n` completions at once (one, or a thread's deferred ones,
+    /// see credit.rs). After this returns `self` may be dangling.
+    #[inline]
+    pub(crate) fn count_down_by(&self, n: usize) {
+        debug_assert!(n > 0);
+        // Holding all `n` outstanding counts means no one else can count
+        // down, and only a holder of a count may add one. Then skip the
+        // decrement (the common case: spawned tasks and join halves have a
+        // count of 1). Acquire: pairs with the AcqRel decrements of earlier
+        // holders.
+        if self.pending.load(Ordering::Acquire) == n {
             self.set();
             return;
         }
-        // AcqRel: release publishes this task's effects; the last one
+        // AcqRel: release publishes this holder's effects; the last one
         // acquires everyone's before it sets the latch.
-        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.pending.fetch_sub(n, Ordering::AcqRel) == n {
             self.set();
         }
     }

@@ -55,6 +55,7 @@
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 mod countdown;
+mod credit;
 mod deque;
 mod gate;
 mod idle;

@@ -52,7 +52,13 @@ where
             slot.get_or_insert(payload);
         }
         // After this the scope may end: touch nothing.
-        scope.latch.count_down();
+        worker::with_current(|local| match local {
+            // Kept as credit, settled later in one go (credit.rs).
+            Some(local) if std::ptr::eq(local.shared, scope.shared) => {
+                local.credit.defer(&scope.latch);
+            }
+            _ => scope.latch.count_down(),
+        });
     }
 }
 
@@ -71,11 +77,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     where
         F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
     {
-        self.latch.increment();
         // Relaxed: read by the scope's own thread after the body returns.
-        self.lowest_lane.fetch_max(lane as u8, Ordering::Relaxed);
+        // Loaded first: a read-modify-write on every spawn would contend on
+        // the scope's line.
+        if lane as u8 > self.lowest_lane.load(Ordering::Relaxed) {
+            self.lowest_lane.fetch_max(lane as u8, Ordering::Relaxed);
+        }
         let job = Box::new(ScopeJob {
-            header: Header::new(ScopeJob::<F>::run),
+            header: Header::for_scope(ScopeJob::<F>::run, &self.latch),
             scope: self,
             func: f,
         });
@@ -83,27 +92,35 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: the job is leaked until `run` reclaims it; the scope waits
         // for it to run before its borrowed data may end.
         let task = unsafe { TaskRef::from_raw(header) };
-        submit_structured(self.shared, lane, task);
+        let task = worker::with_current(|local| match local {
+            Some(local) if std::ptr::eq(local.shared, self.shared) => {
+                // The task's count: from this thread's credit if it has any
+                // for this scope, else added to the latch. Either way before
+                // the task is visible to anyone who could finish it.
+                if !local.credit.take(&self.latch) {
+                    self.latch.increment();
+                }
+                push_structured(local, lane, task);
+                None
+            }
+            _ => {
+                self.latch.increment();
+                Some(task)
+            }
+        });
+        if let Some(task) = task {
+            self.shared.inject_structured(lane, task);
+        }
     }
 }
 
-/// Queues a task whose submitter will wait for it: on the current thread's
-/// slot if it has one in `shared`, else the injector. Never refused, even
-/// during shutdown, since the waiter runs it if nobody else does.
-pub(crate) fn submit_structured(shared: &Shared, lane: Lane, task: TaskRef) {
-    let task = worker::with_current(|local| match local {
-        Some(local) if std::ptr::eq(local.shared, shared) => {
-            // The owner-drained deque, like a join half: the waiter runs the
-            // task if nobody else does, so it may skip the wake-up fence.
-            if let Err(task) = local.push_join(lane, task) {
-                local.push(lane, task);
-            }
-            None
-        }
-        _ => Some(task),
-    });
-    if let Some(task) = task {
-        shared.inject_structured(lane, task);
+/// Queues a scope task on this thread's owner-drained deque, like a join
+/// half: the scope's waiter runs the task if nobody else does, so it may
+/// skip the wake-up fence. Scope tasks from threads without a slot go to
+/// the injector, which is never refused, even during shutdown.
+fn push_structured(local: &worker::Local<'_>, lane: Lane, task: TaskRef) {
+    if let Err(task) = local.push_join(lane, task) {
+        local.push(lane, task);
     }
 }
 

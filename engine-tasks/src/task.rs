@@ -10,6 +10,7 @@
 //! a time, and whoever takes it out either runs it or hands it to another
 //! queue. Running consumes it.
 
+use crate::latch::Latch;
 use crate::loom::atomic::AtomicPtr;
 use std::panic::Location;
 use std::ptr::{self, NonNull};
@@ -31,6 +32,11 @@ pub(crate) struct Header {
     run: RunFn,
     /// Where the task was spawned, for profiler zones.
     site: Option<&'static Location<'static>>,
+    /// The address of the latch of the scope the task belongs to (0 for
+    /// tasks of no scope). An identity only, never dereferenced: it decides
+    /// whether a thread's scope credit must be settled before the task runs
+    /// (credit.rs).
+    scope: usize,
 }
 
 impl Header {
@@ -39,6 +45,14 @@ impl Header {
             next: AtomicPtr::new(ptr::null_mut()),
             run,
             site: None,
+            scope: 0,
+        }
+    }
+
+    pub(crate) fn for_scope(run: RunFn, scope: &Latch) -> Self {
+        Header {
+            scope: ptr::from_ref(scope).addr(),
+            ..Header::new(run)
         }
     }
 
@@ -85,6 +99,13 @@ impl TaskRef {
         // SAFETY: by the constructor's contract the header is live; `site`
         // is never written after construction.
         unsafe { (*self.0.as_ptr()).site }
+    }
+
+    /// The address of the latch of the task's scope, or 0; see [`Header`].
+    #[inline(always)]
+    pub(crate) fn scope(&self) -> usize {
+        // SAFETY: as in `site`.
+        unsafe { (*self.0.as_ptr()).scope }
     }
 
     /// Runs the task, consuming the reference.

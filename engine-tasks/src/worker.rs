@@ -29,6 +29,7 @@
 //! may be any task of those lanes in the pool, not only descendants of its
 //! target: do not wait while holding a lock that other tasks take.
 
+use crate::credit::ScopeCredit;
 use crate::deque::DequeOwner;
 use crate::idle::MAX_SLOTS;
 use crate::instrument;
@@ -82,6 +83,8 @@ pub(crate) struct Local<'a> {
     /// Background tasks running on this thread's stack (nested ones run
     /// while an outer one waits).
     background_depth: Cell<u32>,
+    /// Completed scope tasks' counts not yet given back (credit.rs).
+    pub(crate) credit: ScopeCredit,
 }
 
 impl<'a> Local<'a> {
@@ -112,6 +115,7 @@ impl<'a> Local<'a> {
             searching: Cell::new(searching),
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
+            credit: ScopeCredit::new(),
         }
     }
 
@@ -505,6 +509,7 @@ impl<'a> Local<'a> {
     }
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
+        self.credit.settle_unless(task.scope());
         let outer = self.lane.replace(lane);
         let background = u32::from(lane == Lane::Background);
         self.background_depth
@@ -525,6 +530,7 @@ impl<'a> Local<'a> {
 
     /// Nothing to run: spin briefly, announce idle, look once more, park.
     fn idle(&self, floor: Lane, stop: impl Fn() -> bool) -> Idle {
+        self.credit.settle();
         // A short bounded spin (at most 63 pause instructions in all) so that
         // a task pushed a moment later is taken without a sleep/wake round
         // trip; never yields or spins beyond this.
@@ -626,12 +632,20 @@ impl<'a> Local<'a> {
     ) {
         let mut registered = false;
         while !latch.is_set() {
+            if self.credit.settle_if_last(latch) {
+                continue;
+            }
             let floor = floor();
             if first_look(floor) {
                 continue;
             }
             if let Some(found) = self.find_task(floor, false) {
                 self.run_found(found);
+                continue;
+            }
+            // Found nothing: give scope credit back first, which may set
+            // the latch we wait for.
+            if self.credit.settle() {
                 continue;
             }
             if !registered {
@@ -645,6 +659,8 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
+        // Back to the code that waited, which may block on anything.
+        self.credit.settle();
         self.leave_search();
     }
 

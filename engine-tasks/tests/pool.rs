@@ -96,6 +96,42 @@ fn scope_tasks_borrow_the_callers_stack() {
     assert_eq!(data.iter().sum::<u64>(), 5000 * 2 + 5000 * 3);
 }
 
+/// A worker that ran scope tasks keeps their counts as credit; before it
+/// starts an unrelated task it must give them back, or a task that blocks
+/// until the scope's owner moves on would hold the scope open forever. Here
+/// a background task blocks until the owner's scope has returned.
+#[test]
+fn scope_ends_while_a_worker_blocks_in_an_unrelated_task() {
+    let pool = pool(1);
+    for _ in 0..200 {
+        let (tx, rx) = mpsc::channel::<()>();
+        let rx = std::sync::Mutex::new(Some(rx));
+        let blocker = std::sync::Mutex::new(None);
+        pool.scope(|s| {
+            for _ in 0..16 {
+                s.spawn(|_| {
+                    // Background: the scope's owner waits in the normal
+                    // lane and never runs it; the worker does.
+                    if let Some(rx) = rx.lock().unwrap().take() {
+                        let handle = pool
+                            .spawn(Lane::Background, move || {
+                                rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok()
+                            })
+                            .unwrap();
+                        *blocker.lock().unwrap() = Some(handle);
+                    }
+                });
+            }
+        });
+        tx.send(()).unwrap();
+        let handle = blocker.lock().unwrap().take().unwrap();
+        assert!(
+            handle.join().unwrap(),
+            "the scope outlived the blocker's wait"
+        );
+    }
+}
+
 fn fib(pool: &Pool, n: u64) -> u64 {
     if n < 2 {
         return n;

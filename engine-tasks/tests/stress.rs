@@ -245,6 +245,29 @@ fn spawn_failure_at_every_point() {
             .spawn_with(failing_spawner(fail_at))
             .build()
             .unwrap();
+        // Threads start on demand, and a light workload may not need them
+        // all: first keep THREADS + 1 tasks busy until the spawner has
+        // started all it will and refused the next, so every spawn the
+        // pool may attempt is attempted.
+        let expected = fail_at.min(THREADS);
+        let all_attempted = move |stats: &engine_tasks::PoolStats| {
+            stats.threads_started == expected && (fail_at >= THREADS || stats.spawn_failures == 1)
+        };
+        let waiters: Vec<_> = (0..=THREADS)
+            .map(|_| {
+                let handle = pool.handle();
+                pool.spawn(Lane::Normal, move || {
+                    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                    while !all_attempted(&handle.stats()) && std::time::Instant::now() < give_up {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
         let counts = mixed_workload(&pool.handle(), 20_000);
         counts.assert_each_once();
         let (fib, _) = pool.join(|| fib(&pool, 18), || ());
@@ -328,4 +351,47 @@ fn many_outside_threads_joining_at_once() {
         }
     });
     assert_eq!(total.load(Ordering::Relaxed), 6 * 50 * 20);
+}
+
+/// Binary fan-out trees in a scope, 2^20 - 1 tasks each round, every task
+/// numbered by its heap position: each runs exactly once, and all have run
+/// when `scope` returns (threads keep finished tasks' counts as credit and
+/// settle later, so an early return would show as a zero here). Every
+/// fourth subtree opens a scope of its own, so threads switch between
+/// scopes with credit outstanding.
+#[test]
+fn fan_out_trees_finish_every_task_before_the_scope_returns() {
+    const DEPTH: u32 = 20;
+    const TOTAL: usize = (1 << DEPTH) - 1;
+
+    fn tree<'s>(
+        s: &'s engine_tasks::Scope<'s, '_>,
+        pool: &'s PoolHandle,
+        counts: &'s RunCounts,
+        id: usize,
+    ) {
+        counts.hit(id);
+        let (left, right) = (2 * id + 1, 2 * id + 2);
+        if left >= TOTAL {
+            return;
+        }
+        if id % 4 == 3 {
+            // A nested scope owns this subtree: it ends before `id`'s task.
+            pool.scope(|inner| {
+                inner.spawn(move |inner| tree(inner, pool, counts, left));
+                tree(inner, pool, counts, right);
+            });
+        } else {
+            s.spawn(move |s| tree(s, pool, counts, left));
+            s.spawn(move |s| tree(s, pool, counts, right));
+        }
+    }
+
+    let pool = Pool::builder().threads(4).build().unwrap();
+    for _ in 0..3 {
+        let counts = RunCounts::new(TOTAL);
+        let handle = pool.handle();
+        pool.scope(|s| s.spawn(|s| tree(s, &handle, &counts, 0)));
+        counts.assert_each_once();
+    }
 }
