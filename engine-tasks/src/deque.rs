@@ -18,9 +18,12 @@
 //! lowers `bottom`, fences, then reads `top`: if tasks remain above the one
 //! it took, no thief can take that one; if it is the last, owner and thieves
 //! race by CAS on `top`. A thief reads `top`, fences, reads `bottom`, and
-//! claims the top task by CAS on `top`.
+//! claims the top task by CAS on `top`. The two fences are asymmetric
+//! (fence.rs): the owner's, run on every `join`, is nearly free, and the
+//! thief's, run a few times per fork-join tree, is a system call.
 
-use crate::loom::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use crate::fence;
+use crate::loom::atomic::{AtomicPtr, AtomicU32, Ordering};
 use crate::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
@@ -82,10 +85,16 @@ impl Deque {
 
     /// Steals the oldest task, or `None` if empty or another consumer won.
     pub(crate) fn steal(&self) -> Option<TaskRef> {
+        // The heavy fence below is expensive: skip it when the deque looks
+        // empty. A thief that misses a task only loses parallelism; its
+        // owner pops it back or waits for it (module docs of join.rs).
+        if self.len() == 0 {
+            return None;
+        }
         // Acquire: pairs with the SeqCst CAS of the previous claimant.
         let top = self.top.load(Ordering::Acquire);
-        // SeqCst: pairs with the fence in `pop` (Lê et al., steal()).
-        fence(Ordering::SeqCst);
+        // Pairs with the light fence in `pop` (Lê et al., steal()).
+        fence::heavy();
         // Acquire: pairs with the Release store in `push`, publishing the slot.
         let bottom = self.bottom.load(Ordering::Acquire);
         if bottom.wrapping_sub(top) as i32 <= 0 {
@@ -116,6 +125,7 @@ pub(crate) struct DequeOwner<'a> {
 
 impl DequeOwner<'_> {
     /// Pushes at the bottom, or hands the task back if the deque is full.
+    #[inline]
     pub(crate) fn push(&self, task: TaskRef) -> Result<(), TaskRef> {
         let deque = self.deque;
         // Relaxed: we are the only writer of bottom.
@@ -137,13 +147,15 @@ impl DequeOwner<'_> {
     }
 
     /// Pops the newest task.
+    #[inline]
     pub(crate) fn pop(&self) -> Option<TaskRef> {
         let deque = self.deque;
         // Relaxed: we are the only writer of bottom.
         let bottom = deque.bottom.load(Ordering::Relaxed).wrapping_sub(1);
-        // Relaxed store then SeqCst fence: pairs with the fence in `steal`.
+        // Relaxed store then a store-load fence: pairs with the heavy fence
+        // in `steal` (fence.rs: on Linux this side is a compiler fence).
         deque.bottom.store(bottom, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
+        fence::light();
         // Relaxed: ordered by the fence.
         let top = deque.top.load(Ordering::Relaxed);
         let size = bottom.wrapping_sub(top) as i32;
@@ -312,5 +324,66 @@ mod stress {
             done.store(true, Ordering::Release);
         });
         tracker.assert_all_once();
+    }
+}
+
+/// The loom models check the algorithm with symmetric fences; this runs it
+/// on real threads with the fences the build uses (asymmetric on Linux), so
+/// the owner's cheap pop really races thieves on the hardware.
+#[cfg(all(test, not(loom)))]
+mod hardware_stress {
+    use super::*;
+    use crate::test_support::Tasks;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn owner_pops_race_thieves_on_real_threads() {
+        const ROUNDS: usize = 200_000;
+        const PER_ROUND: usize = 3;
+        let deque = Arc::new(Deque::new());
+        let tasks = Tasks::new(ROUNDS * PER_ROUND);
+        let done = Arc::new(AtomicBool::new(false));
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let (deque, done) = (deque.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut stolen = Vec::new();
+                    // Relaxed: only ends the loop; the join below orders.
+                    while !done.load(Ordering::Relaxed) {
+                        if let Some(task) = deque.steal() {
+                            stolen.push(task.into_raw().as_ptr() as usize);
+                        }
+                    }
+                    stolen
+                })
+            })
+            .collect();
+        // SAFETY: this thread is the only owner.
+        let owner = unsafe { deque.owner() };
+        let mut taken = Vec::new();
+        let mut refs = tasks.refs();
+        for _ in 0..ROUNDS {
+            for task in refs.by_ref().take(PER_ROUND) {
+                assert!(owner.push(task).is_ok());
+            }
+            while let Some(task) = owner.pop() {
+                taken.push(task.into_raw().as_ptr() as usize);
+            }
+        }
+        // Relaxed: see above.
+        done.store(true, Ordering::Relaxed);
+        let mut steals = 0;
+        for thief in thieves {
+            let stolen = thief.join().unwrap();
+            steals += stolen.len();
+            taken.extend(stolen);
+        }
+        assert!(steals > 0, "the thieves never won a race");
+        taken.sort_unstable();
+        let before = taken.len();
+        taken.dedup();
+        assert_eq!(before, taken.len(), "a task was taken twice");
+        assert_eq!(taken.len(), ROUNDS * PER_ROUND, "a task was lost");
     }
 }

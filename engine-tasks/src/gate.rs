@@ -51,6 +51,7 @@ impl Gate {
     }
 
     /// Whether the gate is closed (a hint for fast paths; `enter` decides).
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         // Acquire: pairs with the Release store in `close`.
         self.closed.load(Ordering::Acquire)

@@ -168,6 +168,7 @@ impl Sleep {
     /// stale (a thread that just went idle can be missed), so it is only
     /// used where a missed wake-up costs parallelism but never progress: see
     /// `Shared::notify_join`.
+    #[inline]
     pub(crate) fn may_wake(&self, lane: Lane) -> bool {
         // Relaxed: a hint, see above.
         self.searching.load(Ordering::Relaxed) == 0

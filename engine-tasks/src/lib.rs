@@ -57,6 +57,7 @@
 mod countdown;
 mod credit;
 mod deque;
+mod fence;
 mod gate;
 mod idle;
 #[cfg(not(loom))]

@@ -148,6 +148,8 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
+        // Before any queue exists: both sides of every fence pair must agree.
+        crate::fence::init();
         let slots = config.threads + 1;
         Arc::new_cyclic(|me| Shared {
             slots: (0..slots).map(|_| Slot::new()).collect(),
@@ -259,6 +261,7 @@ impl Shared {
         self.notify(lane);
     }
 
+    #[inline]
     fn can_spawn(&self) -> bool {
         // Relaxed: hints re-checked under the `threads` lock in `spawn_worker`.
         self.started.load(Ordering::Relaxed) < self.config.threads
@@ -286,6 +289,7 @@ impl Shared {
     /// path skip `notify`'s fence when an unfenced look says nobody could be
     /// woken (the common case in a busy fork-join: every thread is working).
     /// rayon's push path makes the same trade.
+    #[inline]
     pub(crate) fn notify_join(&self, lane: Lane) {
         if self.can_spawn() || self.sleep.may_wake(lane) {
             self.notify(lane);

@@ -395,3 +395,44 @@ fn fan_out_trees_finish_every_task_before_the_scope_returns() {
         counts.assert_each_once();
     }
 }
+
+/// `join` trees on every worker at once, 2^21 leaves in all: thieves steal
+/// halves from deques whose owners pop with only a compiler fence (the
+/// asymmetric fences of fence.rs). Every leaf runs exactly once; a half
+/// handed out twice would count twice (or trip the "ran twice" check).
+#[test]
+fn join_trees_hand_out_every_half_once() {
+    const ROOTS: usize = 8;
+    const LEAVES_PER_ROOT: usize = 1 << 18;
+
+    fn split(pool: &PoolHandle, counts: &RunCounts, ids: std::ops::Range<usize>) {
+        if ids.len() == 1 {
+            counts.hit(ids.start);
+            return;
+        }
+        let mid = ids.start + ids.len() / 2;
+        pool.join(
+            || split(pool, counts, ids.start..mid),
+            || split(pool, counts, mid..ids.end),
+        );
+    }
+
+    let pool = Pool::builder().threads(4).build().unwrap();
+    let counts = RunCounts::new(ROOTS * LEAVES_PER_ROOT);
+    let stolen_before = pool.stats().total().stolen_tasks;
+    let roots: Vec<_> = (0..ROOTS)
+        .map(|root| {
+            let (counts, handle) = (counts.clone(), pool.handle());
+            pool.spawn(Lane::Normal, move || {
+                let first = root * LEAVES_PER_ROOT;
+                split(&handle, &counts, first..first + LEAVES_PER_ROOT);
+            })
+            .unwrap()
+        })
+        .collect();
+    for root in roots {
+        root.join().unwrap();
+    }
+    counts.assert_each_once();
+    assert!(pool.stats().total().stolen_tasks > stolen_before, "no steals");
+}
