@@ -85,6 +85,8 @@ pub(crate) struct Local<'a> {
     background_depth: Cell<u32>,
     /// Completed scope tasks' counts not yet given back (credit.rs).
     pub(crate) credit: ScopeCredit,
+    /// The scope key (`TaskRef::scope`) of the task running on this thread.
+    running_scope: Cell<usize>,
 }
 
 impl<'a> Local<'a> {
@@ -116,6 +118,7 @@ impl<'a> Local<'a> {
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
             credit: ScopeCredit::new(),
+            running_scope: Cell::new(0),
         }
     }
 
@@ -514,6 +517,7 @@ impl<'a> Local<'a> {
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
         self.credit.settle_unless(task.scope());
+        let outer_scope = self.running_scope.replace(task.scope());
         let outer = self.lane.replace(lane);
         let background = u32::from(lane == Lane::Background);
         self.background_depth
@@ -528,6 +532,14 @@ impl<'a> Local<'a> {
         self.background_depth
             .set(self.background_depth.get() - background);
         self.lane.set(outer);
+        self.running_scope.set(outer_scope);
+    }
+
+    /// The scope key (`TaskRef::scope`) of the running task: 0 outside
+    /// scope tasks.
+    #[inline]
+    pub(crate) fn running_scope(&self) -> usize {
+        self.running_scope.get()
     }
 
     // ----- waiting -----
