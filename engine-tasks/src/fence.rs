@@ -46,6 +46,11 @@ pub(crate) fn light() {
 /// Runs the rare side's fence. See the module docs.
 pub(crate) fn heavy() {
     fence(Ordering::SeqCst);
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(loom)
+    ))]
     if asymmetric() {
         membarrier::private_expedited();
     }
@@ -53,19 +58,35 @@ pub(crate) fn heavy() {
 
 /// Chooses the mode for the process; call before any fence is used.
 pub(crate) fn init() {
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"), not(loom)))]
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(loom)
+    ))]
     membarrier::init();
 }
 
 #[inline(always)]
 fn asymmetric() -> bool {
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"), not(loom)))]
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(loom)
+    ))]
     return membarrier::enabled();
-    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"), not(loom))))]
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(loom)
+    )))]
     return false;
 }
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"), not(loom)))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(loom)
+))]
 mod membarrier {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Once;
@@ -102,14 +123,8 @@ mod membarrier {
             return false;
         }
         // SAFETY: as above.
-        let registered = unsafe {
-            libc::syscall(
-                libc::SYS_membarrier,
-                CMD_REGISTER_PRIVATE_EXPEDITED,
-                0,
-                0,
-            )
-        };
+        let registered =
+            unsafe { libc::syscall(libc::SYS_membarrier, CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) };
         registered == 0
     }
 

@@ -100,16 +100,18 @@ impl Latch {
         self.pending.load(Ordering::Relaxed) == n
     }
 
-    /// Counts one completion. After this returns `self` may be dangling.
+    /// Counts one completion; `true` if it set the latch. After this
+    /// returns `self` may be dangling.
     #[inline]
-    pub(crate) fn count_down(&self) {
-        self.count_down_by(1);
+    pub(crate) fn count_down(&self) -> bool {
+        self.count_down_by(1)
     }
 
     /// Counts `n` completions at once (one, or a thread's deferred ones,
-    /// see credit.rs). After this returns `self` may be dangling.
+    /// see credit.rs); `true` if they set the latch. After this returns
+    /// `self` may be dangling.
     #[inline]
-    pub(crate) fn count_down_by(&self, n: usize) {
+    pub(crate) fn count_down_by(&self, n: usize) -> bool {
         debug_assert!(n > 0);
         // Holding all `n` outstanding counts means no one else can count
         // down, and only a holder of a count may add one. Then skip the
@@ -118,13 +120,15 @@ impl Latch {
         // holders.
         if self.pending.load(Ordering::Acquire) == n {
             self.set();
-            return;
+            return true;
         }
         // AcqRel: release publishes this holder's effects; the last one
         // acquires everyone's before it sets the latch.
-        if self.pending.fetch_sub(n, Ordering::AcqRel) == n {
+        let last = self.pending.fetch_sub(n, Ordering::AcqRel) == n;
+        if last {
             self.set();
         }
+        last
     }
 
     fn set(&self) {

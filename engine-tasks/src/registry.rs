@@ -134,6 +134,13 @@ pub(crate) struct Shared {
     background_running: CachePadded<AtomicUsize>,
     background_cap: usize,
     guest_taken: CachePadded<AtomicBool>,
+    /// Task-graph frames running now, and whether one ever ran (see
+    /// `between_frames`).
+    frames_in_flight: CachePadded<AtomicUsize>,
+    frame_loop: AtomicBool,
+    /// How long (clock ticks) a thread that runs out of work between frames
+    /// waits for the next frame before it parks; set by the frame loop.
+    linger_ticks: AtomicU64,
     /// Closed at shutdown; external submissions pass through it.
     gate: Gate,
     /// Worker threads started; only written under `threads`' lock.
@@ -159,6 +166,9 @@ impl Shared {
             background_running: CachePadded::new(AtomicUsize::new(0)),
             background_cap: config.background_cap,
             guest_taken: CachePadded::new(AtomicBool::new(false)),
+            frames_in_flight: CachePadded::new(AtomicUsize::new(0)),
+            frame_loop: AtomicBool::new(false),
+            linger_ticks: AtomicU64::new(0),
             gate: Gate::default(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
@@ -200,6 +210,43 @@ impl Shared {
     pub(crate) fn release_guest(&self) {
         // Release: pairs with the Acquire in `try_take_guest`.
         self.guest_taken.store(false, Ordering::Release);
+    }
+
+    /// A task-graph frame starts on this pool.
+    pub(crate) fn frame_began(&self) {
+        // Relaxed, here and below: a hint that only decides whether an idle
+        // thread spins before it parks; the queues carry the tasks.
+        if !self.frame_loop.load(Ordering::Relaxed) {
+            self.frame_loop.store(true, Ordering::Relaxed);
+        }
+        self.frames_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The frame that `frame_began` announced has ended.
+    pub(crate) fn frame_ended(&self) {
+        self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The pool runs a frame loop and is between two frames. A thread that
+    /// runs out of work now waits for the next frame as long as the frame
+    /// loop says (`linger_ticks`, zero for a paced loop) and then parks,
+    /// without the usual idle spin: the next work is most likely the next
+    /// frame, and spinning in a gap of milliseconds would only burn CPU
+    /// (the `frame_cpu` benchmark measures it).
+    pub(crate) fn between_frames(&self) -> bool {
+        self.frame_loop.load(Ordering::Relaxed)
+            && self.frames_in_flight.load(Ordering::Relaxed) == 0
+    }
+
+    /// Sets how long idle threads wait for the next frame (see the field).
+    pub(crate) fn set_linger_ticks(&self, ticks: u64) {
+        // Relaxed: a hint, as in `frame_began`.
+        self.linger_ticks.store(ticks, Ordering::Relaxed);
+    }
+
+    pub(crate) fn linger_ticks(&self) -> u64 {
+        // Relaxed: see `set_linger_ticks`.
+        self.linger_ticks.load(Ordering::Relaxed)
     }
 
     /// Takes one of the `background_cap` permits to run background work.

@@ -57,7 +57,9 @@ where
             Some(local) if std::ptr::eq(local.shared, scope.shared) => {
                 local.credit.defer(&scope.latch);
             }
-            _ => scope.latch.count_down(),
+            _ => {
+                scope.latch.count_down();
+            }
         });
     }
 }

@@ -29,6 +29,7 @@
 //! may be any task of those lanes in the pool, not only descendants of its
 //! target: do not wait while holding a lock that other tasks take.
 
+use crate::clock;
 use crate::credit::ScopeCredit;
 use crate::deque::DequeOwner;
 use crate::idle::MAX_SLOTS;
@@ -87,6 +88,9 @@ pub(crate) struct Local<'a> {
     pub(crate) credit: ScopeCredit,
     /// The scope key (`TaskRef::scope`) of the task running on this thread.
     running_scope: Cell<usize>,
+    /// This thread finished the last node of a frame: its next idle period
+    /// parks without spinning (`Shared::between_frames`).
+    ended_frame: Cell<bool>,
 }
 
 impl<'a> Local<'a> {
@@ -119,6 +123,7 @@ impl<'a> Local<'a> {
             background_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
+            ended_frame: Cell::new(false),
         }
     }
 
@@ -535,6 +540,11 @@ impl<'a> Local<'a> {
         self.running_scope.set(outer_scope);
     }
 
+    /// Records that this thread finished a frame's last node.
+    pub(crate) fn note_frame_ended(&self) {
+        self.ended_frame.set(true);
+    }
+
     /// The scope key (`TaskRef::scope`) of the running task: 0 outside
     /// scope tasks.
     #[inline]
@@ -547,17 +557,34 @@ impl<'a> Local<'a> {
     /// Nothing to run: spin briefly, announce idle, look once more, park.
     fn idle(&self, floor: Lane, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
-        // A short bounded spin (at most 63 pause instructions in all) so that
-        // a task pushed a moment later is taken without a sleep/wake round
-        // trip; never yields or spins beyond this.
-        let backoff = Backoff::new();
-        for _ in 0..6 {
-            backoff.spin();
-            if let Some(found) = self.find_task(floor, false) {
-                return Idle::Found(found);
+        if self.ended_frame.replace(false) || self.shared.between_frames() {
+            // Between frames: wait for the next one only as long as the frame
+            // loop asked (registry.rs), polling with pause instructions.
+            let deadline = clock::ticks().saturating_add(self.shared.linger_ticks());
+            while clock::ticks() < deadline {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+                if let Some(found) = self.find_task(floor, false) {
+                    return Idle::Found(found);
+                }
+                if stop() {
+                    return Idle::Stopped;
+                }
             }
-            if stop() {
-                return Idle::Stopped;
+        } else {
+            // A short bounded spin (at most 63 pause instructions in all) so
+            // that a task pushed a moment later is taken without a sleep/wake
+            // round trip; never yields or spins beyond this.
+            let backoff = Backoff::new();
+            for _ in 0..6 {
+                backoff.spin();
+                if let Some(found) = self.find_task(floor, false) {
+                    return Idle::Found(found);
+                }
+                if stop() {
+                    return Idle::Stopped;
+                }
             }
         }
         let sleep = &self.shared.sleep;

@@ -434,5 +434,8 @@ fn join_trees_hand_out_every_half_once() {
         root.join().unwrap();
     }
     counts.assert_each_once();
-    assert!(pool.stats().total().stolen_tasks > stolen_before, "no steals");
+    assert!(
+        pool.stats().total().stolen_tasks > stolen_before,
+        "no steals"
+    );
 }
