@@ -49,6 +49,9 @@ pub(crate) struct Deque {
 
 impl Deque {
     pub(crate) fn new() -> Self {
+        // Both sides of the fence pair must agree on the mode before the
+        // deque is first used (fence.rs).
+        fence::init();
         Deque {
             top: CachePadded::new(AtomicU32::new(0)),
             bottom: CachePadded::new(AtomicU32::new(0)),
@@ -86,8 +89,8 @@ impl Deque {
     /// Steals the oldest task, or `None` if empty or another consumer won.
     pub(crate) fn steal(&self) -> Option<TaskRef> {
         // The heavy fence below is expensive: skip it when the deque looks
-        // empty. A thief that misses a task only loses parallelism; its
-        // owner pops it back or waits for it (module docs of join.rs).
+        // empty. A thief that misses a task only loses parallelism: the
+        // deque's owner drains it before it parks (`Local::push_join`).
         if self.len() == 0 {
             return None;
         }
@@ -359,6 +362,11 @@ mod hardware_stress {
                 })
             })
             .collect();
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        assert!(
+            fence::asymmetric() || std::env::var_os("ENGINE_TASKS_FENCES").is_some(),
+            "membarrier is unavailable: this test would check symmetric fences"
+        );
         // SAFETY: this thread is the only owner.
         let owner = unsafe { deque.owner() };
         let mut taken = Vec::new();

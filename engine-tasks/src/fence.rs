@@ -5,8 +5,11 @@
 //! between lowering `bottom` and reading `top`, paired with a fence in the
 //! thief's steal. A `SeqCst` fence costs 9-14 ns on this project's test
 //! machine, about as much as the rest of a `join`, and the owner pays it on
-//! every `join`, while steals happen a handful of times per fork-join tree
-//! (about ten per `fib(30)`, which performs 1.3 million joins).
+//! every `join`, while steals from join deques happen a handful of times per
+//! fork-join tree: about ten per `fib(30)` (1.3 million joins) and per
+//! 65,535-task scope fan-out, counted with `PoolStats` on 2 threads. Flat
+//! loops of scope spawns, which would be stolen one task at a time, go to
+//! the ring instead (scope.rs).
 //!
 //! So on Linux the frequent side ([`light`]) is only a compiler fence, and
 //! the rare side ([`heavy`]) calls `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`,
@@ -22,9 +25,14 @@
 //! light side's store. Linux's userspace RCU and the C++ proposal P1202
 //! ("Asymmetric Fences") rest on the same argument.
 //!
-//! The mode is chosen once per process, before the first pool exists (every
-//! pool calls [`init`] while it is built, before any of its queues is used),
-//! and never changes, so both sides of every pair agree on it. Where
+//! The pairing lives outside the Rust memory model: there, a compiler fence
+//! orders nothing between threads, and loom (which implements that model)
+//! checks the deque in the symmetric mode only. The asymmetric mode rests on
+//! the kernel's guarantee above.
+//!
+//! The mode is chosen once per process, before the first deque exists
+//! (`Deque::new` calls [`init`]), and never changes, so both sides of every
+//! pair agree on it. Where
 //! `membarrier` is missing (other systems, old kernels, seccomp filters), on
 //! other architectures, or when `ENGINE_TASKS_FENCES=symmetric` is set, both
 //! sides use `SeqCst` fences.
@@ -66,8 +74,9 @@ pub(crate) fn init() {
     membarrier::init();
 }
 
+/// Whether this process runs the asymmetric mode.
 #[inline(always)]
-fn asymmetric() -> bool {
+pub(crate) fn asymmetric() -> bool {
     #[cfg(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64"),
@@ -104,7 +113,8 @@ mod membarrier {
             let wanted = std::env::var_os("ENGINE_TASKS_FENCES")
                 .is_none_or(|v| v.to_str() != Some("symmetric"));
             // Relaxed: `Once` orders this store before every caller's return
-            // from `init`, and every fence user comes after some `init`.
+            // from `init`, and every deque, the only fence user, calls `init`
+            // when it is created.
             ENABLED.store(wanted && register(), Ordering::Relaxed);
         });
     }

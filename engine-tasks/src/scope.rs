@@ -116,15 +116,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 }
 
-/// Queues a scope task on this thread. A task spawned by a task of the same
-/// scope (a recursive fan-out) goes to the owner-drained join deque: the
-/// owner takes the newest back, thieves the oldest, biggest subtree, and
-/// since the scope's waiter runs it if nobody else does, the push may skip
-/// the wake-up fence. Others (a loop in the scope's body, say) go to the
-/// ring, whose thieves take half of it per steal: from the deque they would
-/// take one task per steal, each paying the heavy fence (fence.rs). Scope
-/// tasks from threads without a slot go to the injector, which is never
-/// refused, even during shutdown.
+/// Queues a scope task on this thread. A task spawned while this thread
+/// runs a task of the same scope (a recursive fan-out) goes to the
+/// owner-drained join deque: the owner takes the newest back, thieves the
+/// oldest, biggest subtree, and since the deque's owner drains it before
+/// parking, the push may skip the wake-up fence. Others (a loop in the
+/// scope's body, say) are pushed like any spawn (LIFO slot, then ring, with
+/// a wake-up), where thieves take half the ring per steal: from the deque
+/// they would take one task per steal, each paying the heavy fence
+/// (fence.rs). Scope tasks from threads without a slot go to the injector,
+/// which is never refused, even during shutdown.
 fn push_structured(local: &worker::Local<'_>, lane: Lane, task: TaskRef) {
     if local.running_scope() != task.scope() {
         local.push(lane, task);

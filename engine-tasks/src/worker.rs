@@ -88,8 +88,9 @@ pub(crate) struct Local<'a> {
     pub(crate) credit: ScopeCredit,
     /// The scope key (`TaskRef::scope`) of the task running on this thread.
     running_scope: Cell<usize>,
-    /// This thread finished the last node of a frame: its next idle period
-    /// parks without spinning (`Shared::between_frames`).
+    /// This thread finished the last node of a frame: if it is a free worker,
+    /// its next idle period is between frames (see [`Local::idle`]), even
+    /// before the frame's thread has noticed that the frame ended.
     ended_frame: Cell<bool>,
 }
 
@@ -555,9 +556,16 @@ impl<'a> Local<'a> {
     // ----- waiting -----
 
     /// Nothing to run: spin briefly, announce idle, look once more, park.
-    fn idle(&self, floor: Lane, stop: impl Fn() -> bool) -> Idle {
+    ///
+    /// A free worker (`waiting` false) that runs out of work between two
+    /// frames of a frame loop instead waits for the next frame as long as the
+    /// loop asked (`Shared::linger_ticks`, zero for a paced loop), then
+    /// parks. A thread waiting for a target (`join`, `scope`, a frame) keeps
+    /// the short spin: its target may finish on another thread any moment.
+    fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
-        if self.ended_frame.replace(false) || self.shared.between_frames() {
+        let ended_frame = self.ended_frame.replace(false);
+        if !waiting && (ended_frame || self.shared.between_frames()) {
             // Between frames: wait for the next one only as long as the frame
             // loop asked (registry.rs), polling with pause instructions.
             let deadline = clock::ticks().saturating_add(self.shared.linger_ticks());
@@ -698,7 +706,7 @@ impl<'a> Local<'a> {
                     break;
                 }
             }
-            if let Idle::Found(found) = self.idle(floor, || latch.is_set() || more_work()) {
+            if let Idle::Found(found) = self.idle(floor, true, || latch.is_set() || more_work()) {
                 self.run_found(found);
             }
         }
@@ -920,7 +928,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
             local.run_found(found);
             continue;
         }
-        match local.idle(Lane::Background, || shared.is_shutdown()) {
+        match local.idle(Lane::Background, false, || shared.is_shutdown()) {
             Idle::Found(found) => local.run_found(found),
             Idle::Woke => {}
             Idle::Stopped => break,

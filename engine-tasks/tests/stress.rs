@@ -396,14 +396,14 @@ fn fan_out_trees_finish_every_task_before_the_scope_returns() {
     }
 }
 
-/// `join` trees on every worker at once, 2^21 leaves in all: thieves steal
-/// halves from deques whose owners pop with only a compiler fence (the
-/// asymmetric fences of fence.rs). Every leaf runs exactly once; a half
-/// handed out twice would count twice (or trip the "ran twice" check).
+/// A `join` tree of 2^21 leaves started from the main thread, so that every
+/// task in the pool is a `join` half and every steal takes one from a join
+/// deque, whose owner pops with only a compiler fence (the asymmetric fences
+/// of fence.rs). Every leaf runs exactly once; a half handed out twice would
+/// count twice (or trip the "ran twice" check). Repeated, for many steals.
 #[test]
 fn join_trees_hand_out_every_half_once() {
-    const ROOTS: usize = 8;
-    const LEAVES_PER_ROOT: usize = 1 << 18;
+    const LEAVES: usize = 1 << 21;
 
     fn split(pool: &PoolHandle, counts: &RunCounts, ids: std::ops::Range<usize>) {
         if ids.len() == 1 {
@@ -418,24 +418,15 @@ fn join_trees_hand_out_every_half_once() {
     }
 
     let pool = Pool::builder().threads(4).build().unwrap();
-    let counts = RunCounts::new(ROOTS * LEAVES_PER_ROOT);
-    let stolen_before = pool.stats().total().stolen_tasks;
-    let roots: Vec<_> = (0..ROOTS)
-        .map(|root| {
-            let (counts, handle) = (counts.clone(), pool.handle());
-            pool.spawn(Lane::Normal, move || {
-                let first = root * LEAVES_PER_ROOT;
-                split(&handle, &counts, first..first + LEAVES_PER_ROOT);
-            })
-            .unwrap()
-        })
-        .collect();
-    for root in roots {
-        root.join().unwrap();
+    let handle = pool.handle();
+    for _ in 0..5 {
+        let counts = RunCounts::new(LEAVES);
+        let stolen_before = pool.stats().total().stolen_tasks;
+        split(&handle, &counts, 0..LEAVES);
+        counts.assert_each_once();
+        assert!(
+            pool.stats().total().stolen_tasks > stolen_before,
+            "no steals"
+        );
     }
-    counts.assert_each_once();
-    assert!(
-        pool.stats().total().stolen_tasks > stolen_before,
-        "no steals"
-    );
 }

@@ -435,10 +435,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
             return;
         };
         let gap = start_tick.saturating_sub(last_end) as f64;
-        self.gap_estimate = if self.gap_estimate.is_finite() {
-            0.75 * self.gap_estimate + 0.25 * gap
-        } else {
+        // Falls at once, rises smoothly: a loop that resumes back-to-back
+        // frames after a pause (a loading screen) lingers from its next
+        // frame on, and one long gap does not end lingering.
+        self.gap_estimate = if gap < self.gap_estimate {
             gap
+        } else {
+            0.75 * self.gap_estimate + 0.25 * gap
         };
         pool.set_linger_ticks(linger_ticks(self.gap_estimate, self.rate.nanos_per_tick()));
     }
