@@ -371,9 +371,16 @@ mod hardware_stress {
         let owner = unsafe { deque.owner() };
         let mut taken = Vec::new();
         let mut refs = tasks.refs();
-        for _ in 0..ROUNDS {
+        for round in 0..ROUNDS {
             for task in refs.by_ref().take(PER_ROUND) {
                 assert!(owner.push(task).is_ok());
+            }
+            if round % 64 == 0 {
+                // Now and then leave the tasks long enough for a thief's
+                // membarrier, so steals happen even on a loaded machine.
+                for _ in 0..10_000 {
+                    std::hint::spin_loop();
+                }
             }
             while let Some(task) = owner.pop() {
                 taken.push(task.into_raw().as_ptr() as usize);
