@@ -419,7 +419,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.reprioritize();
         }
         self.update_wakes(ended - started);
-        self.last_end_tick = Some(clock::ticks());
+        // The gap starts where idle threads start waiting for the next frame
+        // (`frame_ended`), before this thread's bookkeeping above.
+        self.last_end_tick = Some(end_tick);
         // Relaxed: the frame latch's acquire ordered every node's writes.
         if self.shared_mut().failed.load(Ordering::Relaxed) {
             return Err(self.frame_error(number));
