@@ -44,6 +44,7 @@
 //! waits inside one, and the scope cannot end before those finish anyway.
 
 use crate::latch::Latch;
+use crate::task::scope_key;
 use std::cell::Cell;
 use std::ptr;
 
@@ -87,10 +88,10 @@ impl ScopeCredit {
     }
 
     /// Settles unless the thread is about to run a task of the credited
-    /// scope (`task_scope`: the address of the task's scope latch, or 0).
+    /// scope (`task_scope`: the task's scope key, `TaskRef::scope`).
     #[inline]
     pub(crate) fn settle_unless(&self, task_scope: usize) {
-        if self.units.get() > 0 && self.latch.get().addr() != task_scope {
+        if self.units.get() > 0 && scope_key(self.latch.get()) != task_scope {
             self.settle();
         }
     }

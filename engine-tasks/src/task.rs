@@ -30,13 +30,31 @@ pub(crate) struct Header {
     /// that currently holds the task touches it.
     pub(crate) next: AtomicPtr<Header>,
     run: RunFn,
-    /// Where the task was spawned, for profiler zones.
-    site: Option<&'static Location<'static>>,
-    /// The address of the latch of the scope the task belongs to (0 for
-    /// tasks of no scope). An identity only, never dereferenced: it decides
-    /// whether a thread's scope credit must be settled before the task runs
-    /// (credit.rs).
-    scope: usize,
+    tag: Tag,
+}
+
+/// Where a task was spawned (for profiler zones) or which scope it belongs
+/// to (for scope credit, credit.rs), in one word: every task has at most one
+/// of them, so a header stays three words (every spawned cell, `join` half
+/// and graph node embeds one).
+///
+/// Null for neither; a `&'static Location` (aligned, so bit 0 is clear); or
+/// the address of the scope's latch with bit 0 set, an identity that is only
+/// compared, never dereferenced.
+#[derive(Clone, Copy)]
+struct Tag(*const ());
+
+// SAFETY: the pointer is either to `'static` immutable data (a `Location`)
+// or never dereferenced (a scope key).
+unsafe impl Send for Tag {}
+// SAFETY: as above.
+unsafe impl Sync for Tag {}
+
+/// The scope key of the scope whose latch is at `latch` (what
+/// [`TaskRef::scope`] returns for its tasks).
+#[inline(always)]
+pub(crate) fn scope_key(latch: *const Latch) -> usize {
+    latch.addr() | 1
 }
 
 impl Header {
@@ -44,21 +62,24 @@ impl Header {
         Header {
             next: AtomicPtr::new(ptr::null_mut()),
             run,
-            site: None,
-            scope: 0,
+            tag: Tag(ptr::null()),
         }
     }
 
     pub(crate) fn for_scope(run: RunFn, scope: &Latch) -> Self {
+        let key = ptr::from_ref(scope).cast::<()>();
+        debug_assert_eq!(key.addr() & 1, 0, "latches are word-aligned");
         Header {
-            scope: ptr::from_ref(scope).addr(),
+            tag: Tag(key.map_addr(|a| a | 1)),
             ..Header::new(run)
         }
     }
 
     pub(crate) fn with_site(run: RunFn, site: &'static Location<'static>) -> Self {
+        let site = ptr::from_ref(site).cast::<()>();
+        debug_assert_eq!(site.addr() & 1, 0, "locations are word-aligned");
         Header {
-            site: Some(site),
+            tag: Tag(site),
             ..Header::new(run)
         }
     }
@@ -96,16 +117,28 @@ impl TaskRef {
     /// Where the task was spawned, if recorded.
     #[inline(always)]
     pub(crate) fn site(&self) -> Option<&'static Location<'static>> {
-        // SAFETY: by the constructor's contract the header is live; `site`
-        // is never written after construction.
-        unsafe { (*self.0.as_ptr()).site }
+        // SAFETY: by the constructor's contract the header is live; `tag` is
+        // never written after construction.
+        let tag = unsafe { (*self.0.as_ptr()).tag.0 };
+        if tag.is_null() || tag.addr() & 1 != 0 {
+            return None;
+        }
+        // SAFETY: an untagged, non-null tag came from a `&'static Location`
+        // in `Header::with_site`.
+        Some(unsafe { &*tag.cast::<Location<'static>>() })
     }
 
-    /// The address of the latch of the task's scope, or 0; see [`Header`].
+    /// The scope key of the task (its scope latch's address, tagged), or 0
+    /// for a task of no scope; see [`Tag`].
     #[inline(always)]
     pub(crate) fn scope(&self) -> usize {
         // SAFETY: as in `site`.
-        unsafe { (*self.0.as_ptr()).scope }
+        let tag = unsafe { (*self.0.as_ptr()).tag.0 };
+        if tag.addr() & 1 != 0 {
+            tag.addr()
+        } else {
+            0
+        }
     }
 
     /// Runs the task, consuming the reference.
