@@ -9,6 +9,9 @@
 //!   allocates nothing inside the pool: tasks are intrusive.
 //! * At most one thread searches for work at a time after a wake-up, and
 //!   idle threads sleep on a futex with no timeout: an idle pool uses no CPU.
+//! * Fork-join pays no shared-counter or fence cost per task: scope tasks'
+//!   completions are batched per thread (`credit.rs`), and a `join`'s pop
+//!   uses a compiler fence paired with a thief's `membarrier` (`fence.rs`).
 //! * Threads start lazily and a failed thread spawn is survived.
 //! * Waiting is block-on-complete: [`JoinHandle::join`], [`PoolHandle::join`],
 //!   [`PoolHandle::scope`] and [`PoolHandle::parallel_for`] run queued tasks
@@ -46,7 +49,8 @@
 //! * [`timeline`] and the `tracy` feature: where the frame went.
 //!
 //! The design notes live beside the code: `ring.rs` (the ring and its
-//! steal-half), `deque.rs` (join halves), `queue.rs` (overflow and
+//! steal-half), `deque.rs` (join halves), `fence.rs` (asymmetric fences),
+//! `credit.rs` (scope credit), `queue.rs` (overflow and
 //! injector), `idle.rs` (the wake-up protocol and why no wake-up is lost),
 //! `worker.rs` (the search order and what a waiting thread runs),
 //! `registry.rs` (slots, lazy spawning, shutdown), `lane.rs` (lane policy),
