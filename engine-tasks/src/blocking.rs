@@ -22,7 +22,7 @@
 //!   parks its own join handle in `last_exited` and joins the one that was
 //!   there, so exited threads are reaped without a reaper thread; shutdown
 //!   joins the last one.
-//! * **Shutdown** ([`BlockingPool::shutdown`], or dropping the pool): under
+//! * **Shutdown** ([`BlockingPoolHandle::shutdown`], or dropping the pool): under
 //!   the lock, mark the pool shut and take every queued task that is not
 //!   mandatory and every thread handle; outside it, drop the taken tasks
 //!   (their handles report [`JoinError::Cancelled`], their destructors

@@ -9,9 +9,9 @@
 //!   allocates nothing inside the pool: tasks are intrusive.
 //! * At most one thread searches for work at a time after a wake-up, and
 //!   idle threads sleep on a futex with no timeout: an idle pool uses no CPU.
-//! * Fork-join pays no shared-counter or fence cost per task: scope tasks'
-//!   completions are batched per thread (`credit.rs`), and a `join`'s pop
-//!   uses a compiler fence paired with a thief's `membarrier` (`fence.rs`).
+//! * Fork-join avoids per-task contention: scope tasks' completions are
+//!   batched per thread (`credit.rs`), and a `join`'s pop uses a compiler
+//!   fence paired with a thief's `membarrier` (`fence.rs`).
 //! * Threads start lazily and a failed thread spawn is survived.
 //! * Waiting is block-on-complete: [`JoinHandle::join`], [`PoolHandle::join`],
 //!   [`PoolHandle::scope`] and [`PoolHandle::parallel_for`] run queued tasks
