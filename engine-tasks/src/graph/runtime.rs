@@ -73,6 +73,14 @@ const WAKE_WORTH_NANOS: f64 = 20_000.0;
 /// milliseconds, parks at once and spends no CPU between frames.
 const LINGER_GAP_NANOS: f64 = 20_000.0;
 
+/// Threads linger between frames only if the frame is worth waking a thread
+/// for (see [`WAKE_WORTH_NANOS`]) and its nodes average at least this much
+/// work (measured, or for an untimed graph the frame's wall time per node).
+/// Lighter nodes cost about as much to hand between cores as to run: the
+/// 0 ns case of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs
+/// when an awake worker joined in.
+const LINGER_NODE_NANOS: f64 = 250.0;
+
 struct Node<C: ?Sized> {
     name: Box<str>,
     /// The name's number in the timeline recorder and profiler.
@@ -187,6 +195,9 @@ pub(super) struct Runtime<C: ?Sized> {
     parked_before: Vec<u64>,
     /// Whether nodes currently wake sleeping threads (see `update_wakes`).
     waking: bool,
+    /// Whether the frames are worth keeping threads awake for between them
+    /// (see `update_wakes`).
+    lingering: bool,
     /// When the last frame ended, and the smoothed gap before the next one
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
@@ -286,6 +297,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
             waking: true,
+            lingering: false,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
         };
@@ -445,7 +457,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             0.75 * self.gap_estimate + 0.25 * gap
         };
-        pool.set_linger_ticks(linger_ticks(self.gap_estimate, self.rate.nanos_per_tick()));
+        // Only for frames worth a second thread (`update_wakes`).
+        let linger = if self.lingering {
+            linger_ticks(self.gap_estimate, self.rate.nanos_per_tick())
+        } else {
+            0
+        };
+        pool.set_linger_ticks(linger);
     }
 
     fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
@@ -493,6 +511,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             wall.as_nanos() as f64
         };
         let worth = nanos >= WAKE_WORTH_NANOS;
+        let nodes = self.estimate.len().max(1) as f64;
+        self.lingering = worth && nanos / nodes >= LINGER_NODE_NANOS;
         if worth != self.waking {
             self.waking = worth;
             for node in self.shared_mut().nodes.iter_mut() {
