@@ -522,8 +522,9 @@ impl<'a> Local<'a> {
     }
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
-        self.credit.settle_unless(task.scope());
-        let outer_scope = self.running_scope.replace(task.scope());
+        let scope = task.scope();
+        self.credit.settle_unless(scope);
+        let outer_scope = self.running_scope.replace(scope);
         let outer = self.lane.replace(lane);
         let background = u32::from(lane == Lane::Background);
         self.background_depth
@@ -565,6 +566,10 @@ impl<'a> Local<'a> {
     fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
         let ended_frame = self.ended_frame.replace(false);
+        let look = || match self.find_task(floor, false) {
+            Some(found) => Some(Idle::Found(found)),
+            None => stop().then_some(Idle::Stopped),
+        };
         if !waiting && (ended_frame || self.shared.between_frames()) {
             // Between frames: wait for the next one only as long as the frame
             // loop asked (registry.rs), polling with pause instructions.
@@ -573,11 +578,8 @@ impl<'a> Local<'a> {
                 for _ in 0..32 {
                     std::hint::spin_loop();
                 }
-                if let Some(found) = self.find_task(floor, false) {
-                    return Idle::Found(found);
-                }
-                if stop() {
-                    return Idle::Stopped;
+                if let Some(idle) = look() {
+                    return idle;
                 }
             }
         } else {
@@ -587,11 +589,8 @@ impl<'a> Local<'a> {
             let backoff = Backoff::new();
             for _ in 0..6 {
                 backoff.spin();
-                if let Some(found) = self.find_task(floor, false) {
-                    return Idle::Found(found);
-                }
-                if stop() {
-                    return Idle::Stopped;
+                if let Some(idle) = look() {
+                    return idle;
                 }
             }
         }
