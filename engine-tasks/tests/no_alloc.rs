@@ -10,6 +10,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+mod common;
+use common::fib;
+
 struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
@@ -42,14 +45,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn fib(pool: &Pool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
-}
 
 fn workload(pool: &Pool) -> u64 {
     let sum = AtomicUsize::new(0);

@@ -5,6 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+mod common;
+use common::fib;
+
 fn pool(threads: usize) -> Pool {
     Pool::builder().threads(threads).build().unwrap()
 }
@@ -130,14 +133,6 @@ fn scope_ends_while_a_worker_blocks_in_an_unrelated_task() {
             "the scope outlived the blocker's wait"
         );
     }
-}
-
-fn fib(pool: &Pool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
 }
 
 #[test]

@@ -6,6 +6,9 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod common;
+use common::fib;
+
 /// One counter per task id, so both lost and duplicated runs show up.
 struct RunCounts(Vec<AtomicUsize>);
 
@@ -290,14 +293,6 @@ fn spawn_failure_at_every_point() {
         drop(pool);
         late.assert_each_once();
     }
-}
-
-fn fib(pool: &Pool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
 }
 
 /// Pools are created, used from several threads and dropped, many times.

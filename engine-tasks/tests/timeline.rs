@@ -7,13 +7,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-fn fib(pool: &Pool, n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = pool.join(|| fib(pool, n - 1), || fib(pool, n - 2));
-    a + b
-}
+mod common;
+use common::fib;
 
 #[test]
 fn recorded_events_match_counters_and_the_trace_is_complete() {
