@@ -157,12 +157,38 @@ fn panicking_tasks_under_load() {
 
 /// Under saturation (more queued work than threads), frame-critical tasks
 /// start earlier on average than normal ones, and normal than background.
+///
+/// Saturation is made certain rather than hoped for: every worker is held
+/// by a gate task until all 900 tasks are queued, so the order they start
+/// in depends on the lanes alone, not on whether the producer outpaces the
+/// workers.
 #[test]
 fn lane_order_under_saturation() {
-    let pool = Pool::builder().threads(3).build().unwrap();
+    const THREADS: usize = 3;
+    const ROUNDS: usize = 300;
+    let pool = Pool::builder().threads(THREADS).build().unwrap();
+    let gates_entered = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gates: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let entered = gates_entered.clone();
+            let open = open.clone();
+            pool.spawn(Lane::FrameCritical, move || {
+                entered.fetch_add(1, Ordering::AcqRel);
+                while !open.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    while gates_entered.load(Ordering::Acquire) < THREADS {
+        std::thread::yield_now();
+    }
+
     let clock = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
-    for round in 0..300 {
+    for round in 0..ROUNDS {
         for lane in [Lane::Background, Lane::Normal, Lane::FrameCritical] {
             let clock = clock.clone();
             handles.push((
@@ -182,10 +208,15 @@ fn lane_order_under_saturation() {
             ));
         }
     }
+    open.store(true, Ordering::Release);
+    for gate in gates {
+        gate.join().unwrap();
+    }
     let mut sums = [0usize; 3];
     for (lane, handle) in handles {
         sums[lane.index()] += handle.join().unwrap();
     }
+    assert_eq!(sums.iter().sum::<usize>(), (0..3 * ROUNDS).sum::<usize>());
     assert!(
         sums[0] < sums[1],
         "frame-critical started later than normal: {sums:?}"
