@@ -114,6 +114,17 @@ impl Slot {
         // Relaxed: a hint; taking the task decides.
         q.lifo.is_occupied() || !q.ring.is_empty() || !q.overflow.is_empty() || q.joins.len() > 0
     }
+
+    /// Whether `lane`'s ring or overflow queue looks non-empty: the queues
+    /// whose steal can come back empty only because another thread is
+    /// moving their tasks (a steal in progress, a held consumer lock). A
+    /// failed take from the LIFO slot or join deque means someone else got
+    /// the task.
+    pub(crate) fn has_batch_work(&self, lane: Lane) -> bool {
+        let q = &self.lanes[lane.index()];
+        // Relaxed: a hint; taking the task decides.
+        !q.ring.is_empty() || !q.overflow.is_empty()
+    }
 }
 
 /// Validated configuration (see `PoolBuilder`).

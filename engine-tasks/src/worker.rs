@@ -16,8 +16,10 @@
 //!    batch from the overflow queue.
 //!
 //! So a thread never starts a lower-lane task while it can see a higher-lane
-//! one. Background work additionally needs one of the pool's
-//! `background_cap` permits.
+//! one: if a lane's search comes back empty while the lane still shows work
+//! (another thread is in the middle of moving it), the thread retries that
+//! lane for a few microseconds before it looks lower. Background work
+//! additionally needs one of the pool's `background_cap` permits.
 //!
 //! # Waiting (block-on-complete)
 //!
@@ -281,9 +283,62 @@ impl<'a> Local<'a> {
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
         self.first_in_lanes(
             floor,
-            |lane| self.find_in_lane(lane, thorough),
+            |lane| {
+                self.find_in_lane(lane, thorough).or_else(|| {
+                    if lane == floor {
+                        None // nothing lower to protect
+                    } else {
+                        self.wait_for_mover(lane)
+                    }
+                })
+            },
             || self.background_visible(thorough),
         )
+    }
+
+    /// A search of `lane` can come back empty while the lane still holds
+    /// work: another thread is moving it (an injector fetch holds the
+    /// consumer lock; a steal in progress makes other steals from that ring
+    /// give up). Descending to a lower lane then would start less urgent
+    /// work while more urgent work is in sight: under saturation on a loaded
+    /// machine, a mover preempted by the OS let dozens of background tasks
+    /// start before queued normal ones. So while the lane shows such work,
+    /// retry it: pause first (a move takes well under a microsecond), then
+    /// yield, so that a preempted mover gets the CPU back.
+    ///
+    /// The wait ends: every move completes once its thread runs, and then
+    /// either this thread takes a task or the lane shows no more work.
+    #[cold]
+    fn wait_for_mover(&self, lane: Lane) -> Option<TaskRef> {
+        let backoff = Backoff::new();
+        while self.lane_shows_batch_work(lane) {
+            backoff.snooze();
+            if let Some(task) = self.find_in_lane(lane, true) {
+                return Some(task);
+            }
+        }
+        None
+    }
+
+    /// Whether `lane` holds work in the injector or in the ring or overflow
+    /// queue of a peer that advertises it. Two loads when the lane is empty;
+    /// a stale advertisement is checked against the peer's queues.
+    fn lane_shows_batch_work(&self, lane: Lane) -> bool {
+        let shared = self.shared;
+        if !shared.injector[lane.index()].is_empty() {
+            return true;
+        }
+        // Relaxed: a hint; the retried search decides.
+        let mut peers =
+            shared.advertised[lane.index()].load(Ordering::Relaxed) & !(1 << self.index);
+        while peers != 0 {
+            let peer = peers.trailing_zeros() as usize;
+            peers &= peers - 1;
+            if shared.slots[peer].has_batch_work(lane) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Walks the lanes from frame-critical down to `floor` and returns the
