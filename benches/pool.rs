@@ -3,6 +3,8 @@
 //!
 //! 1. `spawn_wait`: 200,000 empty tasks spawned from the main thread, then
 //!    waited for (join handles where the API has them, else a countdown).
+//!    `engine-tasks spawn_batch` submits the same 200,000 closures with one
+//!    call (one queue operation, one wake-up); the peers have no such API.
 //! 2. `fanout_tree`: a binary tree of 65,535 tasks, each spawning its two
 //!    children.
 //! 3. `fib`: fib(n) with a fork-join at every call; reported per join.
@@ -55,6 +57,16 @@ fn spawn_wait(c: &mut Criterion) {
             let handles: Vec<_> = (0..SPAWN_TASKS)
                 .map(|_| pool.spawn(Lane::Normal, || ()).unwrap())
                 .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        })
+    });
+    group.bench_function("engine-tasks spawn_batch", |b| {
+        b.iter(|| {
+            let handles = pool
+                .spawn_batch(Lane::Normal, (0..SPAWN_TASKS).map(|_| || ()))
+                .unwrap();
             for h in handles {
                 h.join().unwrap();
             }
