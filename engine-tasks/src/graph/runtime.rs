@@ -2,12 +2,17 @@
 //!
 //! # Per-frame states of a node
 //!
-//! `pending` starts each frame at the node's number of dependencies. Each
-//! finishing dependency decrements it with one `fetch_sub` (AcqRel); the one
-//! that takes it to zero owns the node's single [`TaskRef`] for the frame
-//! and either runs it next on its own thread or queues it. So every node
-//! runs once per frame, after all of its dependencies, and its body (an
+//! Each finishing dependency counts the node's `pending` countdown once
+//! (`countdown.rs`); the last one owns the node's single [`TaskRef`] for the
+//! frame and either runs it next on its own thread or queues it. So every
+//! node runs once per frame, after all of its dependencies, and its body (an
 //! `FnMut`) is never entered by two threads at once.
+//!
+//! Nothing of a node's state is reset between frames: the frame's thread
+//! writing 256 nodes' lines at frame start made every other thread miss on
+//! each node it touched. Instead the countdown counts across frames, and
+//! the flags a frame may leave unset (poisoned, the outcome) carry the
+//! number of the frame that set them; a stale tag reads as unset. Frames are numbered from 1 (`epoch`), so 0 is never current.
 //!
 //! # Lifetime
 //!
@@ -39,7 +44,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -97,15 +102,49 @@ struct Node<C: ?Sized> {
 
 /// What one frame writes about a node. Padded: nodes finishing on different
 /// threads write neighbouring states.
-#[derive(Default)]
 struct NodeState {
     pending: Countdown,
-    poisoned: AtomicBool,
-    outcome: AtomicU8,
+    /// The epoch in which a dependency failed.
+    poisoned_in: AtomicU64,
+    /// `epoch << 8 | NodeOutcome` of the last frame that ran the body.
+    outcome: AtomicU64,
     thread: AtomicU32,
+    /// The node that released it. Needs no tag: every frame releases every
+    /// node that has dependencies, and roots keep `NONE`.
     released_by: AtomicU32,
     start: AtomicU64,
     end: AtomicU64,
+}
+
+impl NodeState {
+    fn new(dependencies: u32) -> Self {
+        NodeState {
+            pending: Countdown::new(dependencies),
+            poisoned_in: AtomicU64::new(0),
+            outcome: AtomicU64::new(0),
+            thread: AtomicU32::new(NONE),
+            released_by: AtomicU32::new(NONE),
+            start: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+        }
+    }
+
+    /// The node's outcome in frame `epoch` (skipped if no body ran then).
+    fn outcome_in(&self, epoch: u64) -> NodeOutcome {
+        // Relaxed: read after the frame latch, which ordered the write.
+        let tagged = self.outcome.load(Ordering::Relaxed);
+        if tagged >> 8 == epoch {
+            NodeOutcome::from_u8(tagged as u8)
+        } else {
+            NodeOutcome::Skipped
+        }
+    }
+
+    fn set_outcome(&self, epoch: u64, outcome: NodeOutcome) {
+        // Relaxed: read after the frame latch.
+        self.outcome
+            .store(epoch << 8 | outcome as u64, Ordering::Relaxed);
+    }
 }
 
 /// A node's intrusive task; `header` first so a header pointer is a task
@@ -252,8 +291,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .count();
         let shared = Box::new(Shared {
             nodes,
-            states: (0..n)
-                .map(|_| CachePadded::new(NodeState::default()))
+            states: topology
+                .in_degree
+                .iter()
+                .map(|&degree| CachePadded::new(NodeState::new(degree)))
                 .collect(),
             tasks: Box::new([]),
             successor_start: topology.successor_start,
@@ -333,10 +374,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let number = self.frames;
         self.frames += 1;
         let pool_shared = pool.shared();
-        let (sinks, in_degree) = (self.sinks, &self.in_degree);
-        // SAFETY: as in `shared_mut` (borrowed apart from `in_degree`).
+        let sinks = self.sinks;
+        // SAFETY: as in `shared_mut`.
         let shared = unsafe { self.shared.as_mut() };
-        shared.reset(in_degree, sinks);
+        shared.reset(sinks);
         shared.inputs.data = Some(NonNull::from(data));
         shared.inputs.pool = pool;
         shared.inputs.number = number;
@@ -477,7 +518,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 start: s.start.load(Ordering::Relaxed),
                 end: s.end.load(Ordering::Relaxed),
                 thread: s.thread.load(Ordering::Relaxed),
-                outcome: NodeOutcome::from_u8(s.outcome.load(Ordering::Relaxed)),
+                outcome: s.outcome_in(epoch(number)),
             };
             let sink = shared.successor_start[i] == shared.successor_start[i + 1];
             (timing, s.released_by.load(Ordering::Relaxed), sink)
@@ -557,8 +598,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             skipped: Vec::new(),
         };
         for (node, state) in shared.nodes.iter().zip(shared.states.iter()) {
-            // Relaxed: ordered by the frame latch.
-            match NodeOutcome::from_u8(state.outcome.load(Ordering::Relaxed)) {
+            match state.outcome_in(epoch(number)) {
                 NodeOutcome::Panicked => {
                     let payload = node.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
                     let message = payload
@@ -588,13 +628,8 @@ impl<C: ?Sized> Shared<C> {
     }
 
     /// Prepares a frame; needs `&mut`, so no task of an earlier frame runs.
-    fn reset(&mut self, in_degree: &[u32], sinks: usize) {
-        for (state, &degree) in self.states.iter_mut().zip(in_degree) {
-            state.pending.reset(degree);
-            *state.poisoned.get_mut() = false;
-            *state.outcome.get_mut() = NodeOutcome::Skipped as u8;
-            *state.released_by.get_mut() = NONE;
-        }
+    /// Node states need nothing (module docs).
+    fn reset(&mut self, sinks: usize) {
         *self.failed.get_mut() = false;
         self.done = Latch::new(sinks);
     }
@@ -620,6 +655,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             )
         };
         let timed = self.timed;
+        let epoch = epoch(inputs.number);
         let now = || if timed { clock::ticks() } else { 0 };
         let mut index = first;
         let mut lane = task_lane;
@@ -629,7 +665,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let state = &self.states[index as usize];
             // Relaxed: set before a predecessor's AcqRel decrement, which the
             // final decrement (ours, or the queue hand-over after it) acquired.
-            let ok = if state.poisoned.load(Ordering::Relaxed) {
+            let ok = if state.poisoned_in.load(Ordering::Relaxed) == epoch {
                 false
             } else {
                 let cx = NodeContext {
@@ -648,18 +684,13 @@ impl<C: ?Sized + Sync> Shared<C> {
                 };
                 match panic::catch_unwind(AssertUnwindSafe(run)) {
                     Ok(()) => {
-                        // Relaxed: read after the frame latch.
-                        state
-                            .outcome
-                            .store(NodeOutcome::Ran as u8, Ordering::Relaxed);
+                        state.set_outcome(epoch, NodeOutcome::Ran);
                         true
                     }
                     Err(payload) => {
                         *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
-                        // Relaxed: both read after the frame latch.
-                        state
-                            .outcome
-                            .store(NodeOutcome::Panicked as u8, Ordering::Relaxed);
+                        state.set_outcome(epoch, NodeOutcome::Panicked);
+                        // Relaxed: read after the frame latch.
                         self.failed.store(true, Ordering::Relaxed);
                         false
                     }
@@ -688,9 +719,9 @@ impl<C: ?Sized + Sync> Shared<C> {
                 let succ_state = &self.states[s as usize];
                 if !ok {
                     // Relaxed: published by the decrement below.
-                    succ_state.poisoned.store(true, Ordering::Relaxed);
+                    succ_state.poisoned_in.store(epoch, Ordering::Relaxed);
                 }
-                if !succ_state.pending.release() {
+                if !succ_state.pending.release(epoch) {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
@@ -743,6 +774,12 @@ impl<C: ?Sized + Sync> Shared<C> {
             local.set_lane(task_lane);
         }
     }
+}
+
+/// Frame `number` (counted from 0) as node states tag it: from 1, so that a
+/// state's initial tag 0 never matches (module docs).
+fn epoch(number: u64) -> u64 {
+    number + 1
 }
 
 /// How long idle threads wait for the next frame, in ticks, given the
