@@ -78,13 +78,20 @@ const WAKE_WORTH_NANOS: f64 = 20_000.0;
 /// milliseconds, parks at once and spends no CPU between frames.
 const LINGER_GAP_NANOS: f64 = 20_000.0;
 
-/// Threads linger between frames only if the frame is worth waking a thread
-/// for (see [`WAKE_WORTH_NANOS`]) and its nodes average at least this much
-/// work (measured, or for an untimed graph the frame's wall time per node).
-/// Lighter nodes cost about as much to hand between cores as to run: the
-/// 0 ns case of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs
-/// when an awake worker joined in.
-const LINGER_NODE_NANOS: f64 = 250.0;
+/// Queueing a node wakes a sleeping thread, and threads linger between
+/// frames, only if besides [`WAKE_WORTH_NANOS`] the nodes average at least
+/// this much (measured, or for an untimed graph the frame's wall time per
+/// node). Lighter nodes cost about as much to hand between cores as to run:
+/// a node hand-off between threads costs 80-130 ns here, and the 0 ns case
+/// of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs with a
+/// worker in it.
+///
+/// Without this condition the choice was bistable: with a worker in the
+/// frame, 0 ns nodes measure about 140 ns each (their spans include the
+/// cross-core hand-offs), the frame's total passes `WAKE_WORTH_NANOS`, and
+/// every frame woke the worker again. 200 ns is above that, so such a
+/// frame falls back to one thread and stays there.
+const LIGHT_NODE_NANOS: f64 = 200.0;
 
 struct Node<C: ?Sized> {
     name: Box<str>,
@@ -551,9 +558,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             wall.as_nanos() as f64
         };
-        let worth = nanos >= WAKE_WORTH_NANOS;
-        let nodes = self.estimate.len().max(1) as f64;
-        self.lingering = worth && nanos / nodes >= LINGER_NODE_NANOS;
+        let worth = worth_a_second_thread(nanos, self.estimate.len());
+        self.lingering = worth;
         if worth != self.waking {
             self.waking = worth;
             for node in self.shared_mut().nodes.iter_mut() {
@@ -782,6 +788,13 @@ fn epoch(number: u64) -> u64 {
     number + 1
 }
 
+/// Whether a frame of `nanos` of work (or wall time, untimed) over `nodes`
+/// nodes is worth waking and keeping a second thread for: see
+/// [`WAKE_WORTH_NANOS`] and [`LIGHT_NODE_NANOS`].
+fn worth_a_second_thread(nanos: f64, nodes: usize) -> bool {
+    nanos >= WAKE_WORTH_NANOS && nanos / nodes.max(1) as f64 >= LIGHT_NODE_NANOS
+}
+
 /// How long idle threads wait for the next frame, in ticks, given the
 /// smoothed gap between frames: twice the gap, for gaps under
 /// [`LINGER_GAP_NANOS`] (capped there); otherwise not at all.
@@ -847,7 +860,21 @@ unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 
 #[cfg(test)]
 mod tests {
-    use super::linger_ticks;
+    use super::{linger_ticks, worth_a_second_thread};
+
+    #[test]
+    fn only_frames_of_enough_work_in_heavy_enough_nodes_wake_a_thread() {
+        // 256 nodes of 1 µs.
+        assert!(worth_a_second_thread(256_000.0, 256));
+        // 256 empty nodes: 42 ns each on one thread, about 140 ns each when
+        // a worker took part (the frame that used to keep waking it).
+        assert!(!worth_a_second_thread(10_800.0, 256));
+        assert!(!worth_a_second_thread(36_000.0, 256));
+        // A few heavy nodes, and too little work in all.
+        assert!(worth_a_second_thread(50_000.0, 10));
+        assert!(!worth_a_second_thread(19_000.0, 10));
+        assert!(!worth_a_second_thread(0.0, 0));
+    }
 
     #[test]
     fn threads_linger_only_for_short_gaps_between_frames() {
