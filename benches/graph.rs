@@ -7,6 +7,9 @@
 //!    `Schedule` with its multi-threaded and single-threaded executors (256
 //!    systems in 256 system sets, ordered by the same edges), a rayon-scope
 //!    runner with atomic in-degree counters, and a plain sequential loop.
+//!    `two-halves-no-deps` runs the same work without its edges, in two
+//!    halves on two threads: what the machine gives two threads for it,
+//!    to set beside the nominal bound of half the sequential time.
 //!    `engine-tasks-untimed` is the same graph built with
 //!    `measure_nodes(false)`: no clock reads per node.
 //! 2. `skewed`: critical path first against FIFO on a graph whose long chain
@@ -161,6 +164,19 @@ fn dag256(c: &mut Criterion) {
                 for w in &work {
                     w.run();
                 }
+            })
+        });
+
+        // The same work with no dependencies, split in two halves that
+        // rayon runs at once: what two threads of this machine reach for
+        // this work when nothing orders it (both halves start with a wake-up).
+        let (first, second) = work.split_at(n / 2);
+        group.bench_function("two-halves-no-deps", |b| {
+            b.iter(|| {
+                rayon.join(
+                    || first.iter().for_each(|w| w.run()),
+                    || second.iter().for_each(|w| w.run()),
+                )
             })
         });
         group.finish();

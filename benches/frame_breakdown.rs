@@ -1,0 +1,175 @@
+//! Where a frame's time goes beyond the work itself, from the graph's own
+//! frame statistics: the 256-node DAG of `benches/graph.rs` (timed, critical
+//! path first) on the default pool, frames back to back.
+//!
+//! Per frame it reads every node's start, end and thread, and reports the
+//! medians over the measured frames of:
+//! - `wall`: the frame's wall time;
+//! - `work / 2`: the nodes' measured time halved, the frame time two threads
+//!   would need with no scheduling cost at all;
+//! - `sequential / 2`: the same, for the work run in a plain loop on one
+//!   thread (the benchmarks' bound); more than `work / 2` says a node body
+//!   takes longer inside the graph (its clock reads, cache misses);
+//! - `late start`: how long after the frame began the second thread started
+//!   its first node (its wake-up);
+//! - `gaps`: per thread, the time between the end of one of its nodes and
+//!   the start of its next (finding, counting down and queueing), in all and
+//!   per gap;
+//! - `tail`: from the last node's end to the frame's return.
+//!
+//! Last, it prints how many node times a greedy two-thread schedule of the
+//! DAG takes with no scheduling cost, to show whether the DAG's shape alone
+//! keeps a frame above half the sequential time.
+//!
+//! Only every eighth frame is analysed, so that the analysis (which takes
+//! longer than a frame) never sits in the gap before an analysed frame.
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin frame_breakdown
+//! -- [nanoseconds of work per node, default 1000]`
+
+use engine_tasks::{FrameStats, Lane, Pool, ReadyOrder, TaskGraph};
+use engine_tasks_benches::{layered_dag, threads, Work};
+
+const FRAMES: usize = 16_000;
+const WARM_UP: usize = 500;
+const ANALYSE_EVERY: usize = 8;
+
+/// What one analysed frame showed, in microseconds.
+#[derive(Default)]
+struct Breakdown {
+    wall: f64,
+    half_work: f64,
+    late_start: f64,
+    gaps: [f64; 2],
+    gap_count: [f64; 2],
+    tail: f64,
+}
+
+fn breakdown(stats: &FrameStats) -> Breakdown {
+    let micros = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    let wall = micros(stats.wall_time());
+    // (start, end) of each node, per thread: the frame's thread and the
+    // rest (one worker on this machine's default pool).
+    let frame_thread = stats.nodes().next().and_then(|n| n.thread);
+    let mut spans: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    for node in stats.nodes() {
+        let side = usize::from(node.thread != frame_thread);
+        let start = micros(node.start);
+        spans[side].push((start, start + micros(node.duration)));
+    }
+    let mut result = Breakdown {
+        wall,
+        half_work: micros(stats.total_work()) / 2.0,
+        ..Breakdown::default()
+    };
+    let mut last_end: f64 = 0.0;
+    for (side, spans) in spans.iter_mut().enumerate() {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some(&(first_start, _)) = spans.first() {
+            result.late_start = result.late_start.max(first_start);
+        }
+        for pair in spans.windows(2) {
+            result.gaps[side] += pair[1].0 - pair[0].1;
+        }
+        result.gap_count[side] = spans.len().saturating_sub(1) as f64;
+        if let Some(&(_, end)) = spans.last() {
+            last_end = last_end.max(end);
+        }
+    }
+    result.tail = wall - last_end;
+    result
+}
+
+/// The makespan, in node times, of a greedy two-thread schedule of `deps`
+/// with equal node times and no scheduling cost (ready nodes taken in index
+/// order): whether the DAG's shape alone keeps two threads from reaching
+/// half the sequential time.
+fn ideal_steps(deps: &[Vec<usize>]) -> usize {
+    let mut finished_at = vec![usize::MAX; deps.len()];
+    let mut done = 0;
+    let mut step = 0;
+    while done < deps.len() {
+        let ready: Vec<usize> = (0..deps.len())
+            .filter(|&i| {
+                finished_at[i] == usize::MAX && deps[i].iter().all(|&d| finished_at[d] <= step)
+            })
+            .take(2)
+            .collect();
+        step += 1;
+        for i in ready {
+            finished_at[i] = step;
+            done += 1;
+        }
+    }
+    step
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let nanos: u64 = std::env::args()
+        .nth(1)
+        .map_or(1_000, |arg| arg.parse().expect("nanoseconds per node"));
+    let deps = layered_dag(16, 16, 0x0005_EED0_FDA6);
+    let work = Work::nanos(nanos);
+    let mut builder = TaskGraph::<()>::builder();
+    builder
+        .ready_order(ReadyOrder::CriticalPathFirst)
+        .measure_nodes(true);
+    for (i, d) in deps.iter().enumerate() {
+        builder
+            .node(format!("n{i}"), Lane::FrameCritical, move |_| work.run())
+            .after(d.iter().map(|d| format!("n{d}")));
+    }
+    let mut graph = builder.build().expect("a valid DAG");
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+
+    let mut frames = Vec::new();
+    for frame in 0..FRAMES {
+        let stats = graph.run(&pool.handle(), &()).expect("no node panics");
+        if frame >= WARM_UP && frame % ANALYSE_EVERY == ANALYSE_EVERY - 1 {
+            frames.push(breakdown(stats));
+        }
+    }
+    let sequential = median(
+        (0..FRAMES / ANALYSE_EVERY)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                deps.iter().for_each(|_| work.run());
+                start.elapsed().as_secs_f64() * 1e6
+            })
+            .collect(),
+    );
+    let of = |f: fn(&Breakdown) -> f64| median(frames.iter().map(f).collect());
+    let gaps = [of(|b| b.gaps[0]), of(|b| b.gaps[1])];
+    let counts = [of(|b| b.gap_count[0]), of(|b| b.gap_count[1])];
+    println!(
+        "{} nodes x {nanos} ns, medians of {} frames (µs)",
+        deps.len(),
+        frames.len()
+    );
+    println!("wall        {:8.1}", of(|b| b.wall));
+    println!("work / 2    {:8.1}", of(|b| b.half_work));
+    println!(
+        "sequential / 2 {:5.1} (the same work in a plain loop)",
+        sequential / 2.0
+    );
+    println!("late start  {:8.1}", of(|b| b.late_start));
+    for side in 0..2 {
+        let who = ["frame thread", "worker      "][side];
+        println!(
+            "gaps, {who} {:8.1} ({:.0} ns per gap)",
+            gaps[side],
+            gaps[side] * 1e3 / counts[side].max(1.0)
+        );
+    }
+    println!("tail        {:8.1}", of(|b| b.tail));
+    println!(
+        "a greedy two-thread schedule with no cost takes {} node times for {} nodes",
+        ideal_steps(&deps),
+        deps.len()
+    );
+}
