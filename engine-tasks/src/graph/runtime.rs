@@ -137,6 +137,7 @@ impl NodeState {
     }
 
     /// The node's outcome in frame `epoch` (skipped if no body ran then).
+    #[inline]
     fn outcome_in(&self, epoch: u64) -> NodeOutcome {
         // Relaxed: read after the frame latch, which ordered the write.
         let tagged = self.outcome.load(Ordering::Relaxed);
@@ -147,6 +148,7 @@ impl NodeState {
         }
     }
 
+    #[inline]
     fn set_outcome(&self, epoch: u64, outcome: NodeOutcome) {
         // Relaxed: read after the frame latch.
         self.outcome
@@ -528,11 +530,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 outcome: s.outcome_in(epoch(number)),
             };
             let sink = shared.successor_start[i] == shared.successor_start[i + 1];
-            (timing, s.released_by.load(Ordering::Relaxed), sink)
+            (timing, sink)
         };
+        // Relaxed: the frame latch's acquire ordered these writes.
+        let released_by = |i: usize| shared.states[i].released_by.load(Ordering::Relaxed);
         let nanos_per_tick = self.rate.nanos_per_tick();
-        self.stats
-            .record(number, wall, start_tick, nanos_per_tick, steals, slots, raw);
+        self.stats.record(
+            number,
+            wall,
+            start_tick,
+            nanos_per_tick,
+            steals,
+            slots,
+            raw,
+            released_by,
+        );
     }
 
     /// Folds this frame's node times into the smoothed estimates

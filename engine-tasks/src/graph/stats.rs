@@ -197,7 +197,8 @@ impl FrameStats {
         nanos_per_tick: f64,
         steals: u64,
         slots: usize,
-        raw: impl Fn(usize) -> (RawTiming, u32, bool),
+        raw: impl Fn(usize) -> (RawTiming, bool),
+        released_by: impl Fn(usize) -> u32,
     ) {
         self.frame = frame;
         self.wall = wall;
@@ -207,7 +208,7 @@ impl FrameStats {
         self.slots = slots;
         let mut last: Option<(usize, u64)> = None;
         for i in 0..self.raw.len() {
-            let (timing, _, sink) = raw(i);
+            let (timing, sink) = raw(i);
             self.raw[i] = timing;
             if sink && last.is_none_or(|(_, end)| timing.end > end) {
                 last = Some((i, timing.end));
@@ -217,7 +218,7 @@ impl FrameStats {
         let mut at = last.map(|(i, _)| i);
         while let Some(i) = at {
             self.critical_path.push(i);
-            let (_, by, _) = raw(i);
+            let by = released_by(i);
             at = (by != u32::MAX).then_some(by as usize);
         }
         self.critical_path.reverse();
