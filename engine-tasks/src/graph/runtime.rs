@@ -12,7 +12,8 @@
 //! writing 256 nodes' lines at frame start made every other thread miss on
 //! each node it touched. Instead the countdown counts across frames, and
 //! the flags a frame may leave unset (poisoned, the outcome) carry the
-//! number of the frame that set them; a stale tag reads as unset. Frames are numbered from 1 (`epoch`), so 0 is never current.
+//! number of the frame that set them; a stale tag reads as unset. Frames
+//! are numbered from 1 (`epoch`), so 0 is never current.
 //!
 //! # Lifetime
 //!
@@ -228,7 +229,6 @@ pub(super) struct Runtime<C: ?Sized> {
     shared: NonNull<Shared<C>>,
     order: ReadyOrder,
     topological: Box<[u32]>,
-    in_degree: Box<[u32]>,
     roots: Box<[u32]>,
     sinks: usize,
     /// The least urgent lane among the nodes that any thread may run.
@@ -241,11 +241,9 @@ pub(super) struct Runtime<C: ?Sized> {
     stats: FrameStats,
     /// Each pool slot's parked ticks when the frame began.
     parked_before: Vec<u64>,
-    /// Whether nodes currently wake sleeping threads (see `update_wakes`).
+    /// Whether nodes currently wake sleeping threads, and idle threads wait
+    /// for the next frame (see `update_wakes`).
     waking: bool,
-    /// Whether the frames are worth keeping threads awake for between them
-    /// (see `update_wakes`).
-    lingering: bool,
     /// When the last frame ended, and the smoothed gap before the next one
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
@@ -336,7 +334,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             shared,
             order,
             topological: topology.topological,
-            in_degree: topology.in_degree,
             roots,
             sinks,
             floor,
@@ -347,7 +344,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
             waking: true,
-            lingering: false,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
         };
@@ -356,7 +352,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.in_degree.len()
+        self.estimate.len()
     }
 
     pub(super) fn name(&self, index: usize) -> &str {
@@ -508,7 +504,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             0.75 * self.gap_estimate + 0.25 * gap
         };
         // Only for frames worth a second thread (`update_wakes`).
-        let linger = if self.lingering {
+        let linger = if self.waking {
             linger_ticks(self.gap_estimate, self.rate.nanos_per_tick())
         } else {
             0
@@ -571,7 +567,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             wall.as_nanos() as f64
         };
         let worth = worth_a_second_thread(nanos, self.estimate.len());
-        self.lingering = worth;
         if worth != self.waking {
             self.waking = worth;
             for node in self.shared_mut().nodes.iter_mut() {
@@ -681,8 +676,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         loop {
             let node = &self.nodes[index as usize];
             let state = &self.states[index as usize];
-            // Relaxed: set before a predecessor's AcqRel decrement, which the
-            // final decrement (ours, or the queue hand-over after it) acquired.
+            // Relaxed: set before a dependency's AcqRel count, which the last
+            // count acquired; with a single dependency, set before it handed
+            // the node over (run inline, or queued).
             let ok = if state.poisoned_in.load(Ordering::Relaxed) == epoch {
                 false
             } else {
@@ -736,7 +732,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             for &s in &self.successors[range] {
                 let succ_state = &self.states[s as usize];
                 if !ok {
-                    // Relaxed: published by the decrement below.
+                    // Relaxed: published by the count below (or, for a
+                    // single dependency, by handing the node over).
                     succ_state.poisoned_in.store(epoch, Ordering::Relaxed);
                 }
                 if !succ_state.pending.release(epoch) {
