@@ -112,7 +112,7 @@ impl Slot {
     pub(crate) fn has_work(&self, lane: Lane) -> bool {
         let q = &self.lanes[lane.index()];
         // Relaxed: a hint; taking the task decides.
-        q.lifo.is_occupied() || !q.ring.is_empty() || !q.overflow.is_empty() || q.joins.len() > 0
+        self.has_batch_work(lane) || q.lifo.is_occupied() || q.joins.len() > 0
     }
 
     /// Whether `lane`'s ring or overflow queue looks non-empty: the queues

@@ -18,7 +18,8 @@
 //! So a thread never starts a lower-lane task while it can see a higher-lane
 //! one: if a lane's search comes back empty while the lane still shows work
 //! (another thread is in the middle of moving it), the thread retries that
-//! lane for a few microseconds before it looks lower. Background work
+//! lane, pausing and then yielding, until it gets a task or the lane shows
+//! none (`Local::wait_for_mover`), before it looks lower. Background work
 //! additionally needs one of the pool's `background_cap` permits.
 //!
 //! # Waiting (block-on-complete)
