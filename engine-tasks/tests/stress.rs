@@ -3,7 +3,7 @@
 
 use engine_tasks::{Lane, Pool, PoolHandle, ThreadSpec};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 mod common;
@@ -171,7 +171,7 @@ fn lane_order_under_saturation() {
     const ROUNDS: usize = 300;
     let pool = Pool::builder().threads(THREADS).build().unwrap();
     let gates_entered = Arc::new(AtomicUsize::new(0));
-    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(false));
     let gates: Vec<_> = (0..THREADS)
         .map(|_| {
             let entered = gates_entered.clone();
@@ -275,7 +275,7 @@ fn mixed_workload(handle: &PoolHandle, tasks: usize) -> Arc<RunCounts> {
 /// pool keeps working with the threads it got, even none.
 #[test]
 fn spawn_failure_at_every_point() {
-    const THREADS: usize = 6;
+    const THREADS: usize = 3;
     for fail_at in 0..=THREADS {
         let pool = Pool::builder()
             .threads(THREADS)
