@@ -27,8 +27,8 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_breakdown
 //! -- [nanoseconds of work per node, default 1000]`
 
-use engine_tasks::{FrameStats, Lane, Pool, ReadyOrder, TaskGraph};
-use engine_tasks_benches::{layered_dag, threads, Work};
+use engine_tasks::{FrameStats, Pool, ReadyOrder};
+use engine_tasks_benches::{benchmark_dag, graph_of, median, threads, Work};
 
 const FRAMES: usize = 16_000;
 const WARM_UP: usize = 500;
@@ -104,27 +104,14 @@ fn ideal_steps(deps: &[Vec<usize>]) -> usize {
     step
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let nanos: u64 = std::env::args()
         .nth(1)
         .map_or(1_000, |arg| arg.parse().expect("nanoseconds per node"));
-    let deps = layered_dag(16, 16, 0x0005_EED0_FDA6);
+    let deps = benchmark_dag();
     let work = Work::nanos(nanos);
-    let mut builder = TaskGraph::<()>::builder();
-    builder
-        .ready_order(ReadyOrder::CriticalPathFirst)
-        .measure_nodes(true);
-    for (i, d) in deps.iter().enumerate() {
-        builder
-            .node(format!("n{i}"), Lane::FrameCritical, move |_| work.run())
-            .after(d.iter().map(|d| format!("n{d}")));
-    }
-    let mut graph = builder.build().expect("a valid DAG");
+    let works = vec![work; deps.len()];
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
 
     let mut frames = Vec::new();

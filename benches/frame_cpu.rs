@@ -14,8 +14,10 @@
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
-use engine_tasks::{Lane, Pool, TaskGraph};
-use engine_tasks_benches::{cpu_micros, layered_dag, medians_from_children, threads, Work};
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{
+    benchmark_dag, cpu_micros, graph_of, medians_from_children, threads, Work,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -55,18 +57,14 @@ fn paced(mut frame: impl FnMut()) -> (f64, f64) {
 }
 
 fn measure(peer: &str) -> (f64, f64) {
-    let deps = layered_dag(16, 16, 0x0005_EED0_FDA6);
+    let deps = benchmark_dag();
     let work = Work::nanos(1_000);
     match peer {
         "sequential" => paced(|| deps.iter().for_each(|_| work.run())),
         "engine-tasks" => {
             let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-            let mut b = TaskGraph::<()>::builder();
-            for (i, d) in deps.iter().enumerate() {
-                b.node(format!("n{i}"), Lane::FrameCritical, move |_| work.run())
-                    .after(d.iter().map(|d| format!("n{d}")));
-            }
-            let mut graph = b.build().unwrap();
+            let works = vec![work; deps.len()];
+            let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
             paced(|| {
                 graph.run(&pool, &()).unwrap();
             })

@@ -21,25 +21,10 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor, SystemExecutor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph};
-use engine_tasks_benches::{layered_dag, threads, Work};
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{benchmark_dag, graph_of, threads, Work};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-const LAYERS: usize = 16;
-const WIDTH: usize = 16;
-const SEED: u64 = 0x0005_EED0_FDA6;
-
-fn graph_of(deps: &[Vec<usize>], work: &[Work], order: ReadyOrder, timed: bool) -> TaskGraph<()> {
-    let mut b = TaskGraph::<()>::builder();
-    b.ready_order(order).measure_nodes(timed);
-    for (i, d) in deps.iter().enumerate() {
-        let w = work[i];
-        b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())
-            .after(d.iter().map(|d| format!("n{d}")));
-    }
-    b.build().unwrap()
-}
 
 /// The DAG runner a rayon user would write: a scope, one spawn per ready
 /// node, atomic in-degree counters.
@@ -110,7 +95,7 @@ fn bevy_schedule(
 }
 
 fn dag256(c: &mut Criterion) {
-    let deps = layered_dag(LAYERS, WIDTH, SEED);
+    let deps = benchmark_dag();
     let n = deps.len();
     bevy_tasks::ComputeTaskPool::get_or_init(|| {
         bevy_tasks::TaskPoolBuilder::new()

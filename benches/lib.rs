@@ -1,6 +1,7 @@
 //! Shared pieces of the benchmarks: the baseline global-queue pool and the
 //! thread count every peer gets.
 
+use engine_tasks::{Lane, ReadyOrder, TaskGraph};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -172,6 +173,36 @@ pub fn layered_dag(layers: usize, width: usize, seed: u64) -> Vec<Vec<usize>> {
     deps
 }
 
+/// The DAG every graph benchmark runs (`graph`, `frame_cpu`,
+/// `frame_breakdown`): 16 layers of 16 nodes, fixed seed.
+pub fn benchmark_dag() -> Vec<Vec<usize>> {
+    layered_dag(16, 16, 0x0005_EED0_FDA6)
+}
+
+/// An engine-tasks graph of `deps` whose node `i` runs `work[i]`, all in
+/// the frame-critical lane, named `n0`, `n1`, ...
+pub fn graph_of(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    order: ReadyOrder,
+    timed: bool,
+) -> TaskGraph<()> {
+    let mut b = TaskGraph::<()>::builder();
+    b.ready_order(order).measure_nodes(timed);
+    for (i, d) in deps.iter().enumerate() {
+        let w = work[i];
+        b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())
+            .after(d.iter().map(|d| format!("n{d}")));
+    }
+    b.build().expect("a valid DAG")
+}
+
+/// The median of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// Calibrated busy work: a dependent chain of integer operations that the
 /// compiler cannot remove, sized in nanoseconds on this machine.
 #[derive(Copy, Clone, Debug)]
@@ -198,15 +229,15 @@ impl Work {
         static PER_NANO: OnceLock<f64> = OnceLock::new();
         let per_nano = *PER_NANO.get_or_init(|| {
             let probe = 200_000;
-            let mut rates: Vec<f64> = (0..9)
-                .map(|_| {
-                    let start = std::time::Instant::now();
-                    spin(probe);
-                    probe as f64 / start.elapsed().as_nanos() as f64
-                })
-                .collect();
-            rates.sort_by(f64::total_cmp);
-            rates[4]
+            median(
+                (0..9)
+                    .map(|_| {
+                        let start = std::time::Instant::now();
+                        spin(probe);
+                        probe as f64 / start.elapsed().as_nanos() as f64
+                    })
+                    .collect(),
+            )
         });
         Work {
             iterations: (nanos as f64 * per_nano).round() as u64,
@@ -257,11 +288,7 @@ pub fn medians_from_children(
                 })
                 .collect();
             (0..samples[0].len())
-                .map(|k| {
-                    let mut column: Vec<f64> = samples.iter().map(|s| s[k]).collect();
-                    column.sort_by(f64::total_cmp);
-                    column[column.len() / 2]
-                })
+                .map(|k| median(samples.iter().map(|s| s[k]).collect()))
                 .collect()
         })
         .collect();

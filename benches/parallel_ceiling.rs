@@ -12,33 +12,33 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
-use engine_tasks_benches::Work;
+use engine_tasks_benches::{median, Work};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 const NODES: usize = 256;
 const ROUNDS: usize = 201;
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
+fn micros(time: Duration) -> f64 {
+    time.as_secs_f64() * 1e6
 }
 
-fn one_thread(work: Work) -> Duration {
+/// Median microseconds per round.
+fn one_thread(work: Work) -> f64 {
     median(
         (0..ROUNDS)
             .map(|_| {
                 let start = Instant::now();
                 (0..NODES).for_each(|_| work.run());
-                start.elapsed()
+                micros(start.elapsed())
             })
             .collect(),
     )
 }
 
 /// Two threads, each running half the nodes per round; a round's time is
-/// from the common start to the later thread's end.
-fn two_threads(work: Work) -> Duration {
+/// from the common start to the later thread's end. Median microseconds.
+fn two_threads(work: Work) -> f64 {
     let start_line = Arc::new(Barrier::new(2));
     let helper = {
         let start_line = start_line.clone();
@@ -64,7 +64,7 @@ fn two_threads(work: Work) -> Duration {
         rounds
             .into_iter()
             .zip(helper_ends)
-            .map(|((start, end), helper_end)| end.max(helper_end) - start)
+            .map(|((start, end), helper_end)| micros(end.max(helper_end) - start))
             .collect(),
     )
 }
@@ -82,9 +82,9 @@ fn main() {
         println!(
             "{:>7} ns {:>9.1} µs {:>9.1} µs {:>8.2}x",
             nanos,
-            one.as_secs_f64() * 1e6,
-            two.as_secs_f64() * 1e6,
-            one.as_secs_f64() / two.as_secs_f64()
+            one,
+            two,
+            one / two
         );
     }
 }

@@ -18,7 +18,7 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin spawn_phases`
 
 use engine_tasks::{Lane, Pool};
-use engine_tasks_benches::threads;
+use engine_tasks_benches::{median, threads};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -28,10 +28,8 @@ const ROUNDS: usize = 40;
 /// Runs `round` (which returns the spawn and join durations) `ROUNDS` times
 /// and returns the median nanoseconds per task of each phase.
 fn medians(mut round: impl FnMut() -> (f64, f64)) -> (f64, f64) {
-    let (mut spawns, mut joins): (Vec<f64>, Vec<f64>) = (0..ROUNDS).map(|_| round()).unzip();
-    spawns.sort_by(f64::total_cmp);
-    joins.sort_by(f64::total_cmp);
-    (spawns[ROUNDS / 2], joins[ROUNDS / 2])
+    let (spawns, joins): (Vec<f64>, Vec<f64>) = (0..ROUNDS).map(|_| round()).unzip();
+    (median(spawns), median(joins))
 }
 
 fn per_task(from: Instant, to: Instant) -> f64 {
