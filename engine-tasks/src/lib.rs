@@ -120,7 +120,8 @@ pub use {
     },
     cancel::CancellationToken,
     graph::{
-        FrameError, FrameStats, GraphError, NodeContext, ReadyOrder, TaskGraph, TaskGraphBuilder,
+        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, ReadyOrder, TaskGraph,
+        TaskGraphBuilder,
     },
     pool::{
         default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle,

@@ -2,7 +2,7 @@
 //! validation, frame data, fan-out inside nodes, work across frames.
 
 use engine_tasks::graph::{NodeOutcome, NodePanic};
-use engine_tasks::{FrameError, GraphError, Lane, Pool, ReadyOrder, TaskGraph};
+use engine_tasks::{FrameError, FrameSharing, GraphError, Lane, Pool, ReadyOrder, TaskGraph};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
@@ -30,7 +30,11 @@ struct Log {
     finished_at: Vec<AtomicU64>,
     runs: Vec<AtomicU64>,
     pinned_off_thread: AtomicUsize,
+    /// Nodes run by a thread other than the frame's.
+    off_thread: AtomicUsize,
     frame_thread: Mutex<Option<ThreadId>>,
+    /// Busy work per node, in nanoseconds.
+    spin_nanos: AtomicU64,
 }
 
 impl Log {
@@ -41,13 +45,20 @@ impl Log {
             finished_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
             runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
             pinned_off_thread: AtomicUsize::new(0),
+            off_thread: AtomicUsize::new(0),
             frame_thread: Mutex::new(Some(thread::current().id())),
+            spin_nanos: AtomicU64::new(0),
         }
     }
 }
 
+/// Frames share their nodes from 200 µs of work in nodes of 5 µs on
+/// average: far above the logging bodies, also in debug builds.
+const SHARE_ABOVE: (Duration, Duration) = (Duration::from_micros(200), Duration::from_micros(5));
+
 fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
     let mut builder = TaskGraph::<Log>::builder();
+    builder.share_above(SHARE_ABOVE.0, SHARE_ABOVE.1);
     let mut deps = Vec::with_capacity(nodes);
     // Shuffled declaration order: node `i` may only depend on nodes with a
     // smaller rank, but is declared at a random position.
@@ -71,8 +82,12 @@ fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>
         let lane = Lane::ALL[rng.below(2) as usize];
         let body = move |cx: &engine_tasks::NodeContext<'_, Log>| {
             let log = cx.data();
-            if pinned && Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
-                log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
+            spin_for(Duration::from_nanos(log.spin_nanos.load(Ordering::Relaxed)));
+            if Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
+                log.off_thread.fetch_add(1, Ordering::Relaxed);
+                if pinned {
+                    log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
+                }
             }
             log.runs[i].fetch_add(1, Ordering::Relaxed);
             let t = log.clock.fetch_add(1, Ordering::SeqCst);
@@ -88,18 +103,29 @@ fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>
     (builder.build().unwrap(), deps)
 }
 
+/// Five frames per graph: the first shared, the next light ones run alone
+/// by the frame's thread, the last with 20 µs of work per node, which hands
+/// the rest of the frame over to the pool after 32 nodes (`SHARE_ABOVE`).
 #[test]
 fn random_dags_respect_dependencies_and_run_each_node_once() {
     let pool = Pool::builder().threads(3).build().unwrap();
     let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut sharing_seen = [0usize; 3];
     for graph_no in 0..2_000 {
         let n = 1 + rng.below(40) as usize;
         let (mut graph, deps) = random_graph(&mut rng, n);
         let log = Log::for_this_thread(n);
-        let frames = 3;
-        for _ in 0..frames {
+        let frames = 5;
+        for frame in 0..frames {
             log.clock.store(0, Ordering::SeqCst);
-            graph.run(&pool, &log).unwrap();
+            let spin = if frame == frames - 1 { 20_000 } else { 0 };
+            log.spin_nanos.store(spin, Ordering::Relaxed);
+            let off_thread_before = log.off_thread.load(Ordering::SeqCst);
+            let sharing = graph.run(&pool, &log).unwrap().sharing();
+            sharing_seen[sharing as usize] += 1;
+            if sharing == FrameSharing::Alone {
+                assert_eq!(log.off_thread.load(Ordering::SeqCst), off_thread_before);
+            }
             for (i, d) in deps.iter().enumerate() {
                 let at = log.finished_at[i].load(Ordering::SeqCst);
                 for &d in d {
@@ -124,6 +150,112 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
             .nodes()
             .all(|t| t.outcome == NodeOutcome::Ran));
     }
+    let [alone, handed_over, shared] = sharing_seen;
+    assert!(
+        alone > 0 && handed_over > 0 && shared > 0,
+        "frames alone {alone}, handed over {handed_over}, shared {shared}"
+    );
+}
+
+/// Light frames run alone on the frame's thread; a frame that turns heavy
+/// is handed over to the pool on the way, the heavy frames after it are
+/// shared, and once frames are light again they run alone again. Every
+/// frame runs every node once, after its dependencies, and the pinned node
+/// on the frame's thread.
+#[test]
+fn light_frames_run_alone_and_a_heavy_one_is_handed_over() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let n = 64;
+    // Layers of 8; a pinned node in the last layer.
+    let mut builder = TaskGraph::<Log>::builder();
+    // Far above the light bodies, also in debug builds; far below 50 µs
+    // nodes.
+    builder.share_above(Duration::from_micros(500), Duration::from_micros(20));
+    let mut deps = Vec::new();
+    for i in 0..n {
+        let d: Vec<usize> = if i < 8 {
+            Vec::new()
+        } else {
+            vec![i - 8, (i / 8 - 1) * 8 + (i + 3) % 8]
+        };
+        let body = move |cx: &engine_tasks::NodeContext<'_, Log>| {
+            let log = cx.data();
+            spin_for(Duration::from_nanos(log.spin_nanos.load(Ordering::Relaxed)));
+            if Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
+                log.off_thread.fetch_add(1, Ordering::Relaxed);
+                if i == n - 1 {
+                    log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            log.runs[i].fetch_add(1, Ordering::Relaxed);
+            let t = log.clock.fetch_add(1, Ordering::SeqCst);
+            log.finished_at[i].store(t, Ordering::SeqCst);
+        };
+        let node = if i == n - 1 {
+            builder.main_thread_node(format!("n{i}"), body)
+        } else {
+            builder.node(format!("n{i}"), Lane::FrameCritical, body)
+        };
+        node.after(d.iter().map(|d| format!("n{d}")));
+        deps.push(d);
+    }
+    let mut graph = builder.build().unwrap();
+    let log = Log::for_this_thread(n);
+    let mut frames = 0;
+    let mut run = |spin_nanos: u64| {
+        log.clock.store(0, Ordering::SeqCst);
+        log.spin_nanos.store(spin_nanos, Ordering::Relaxed);
+        let off_thread_before = log.off_thread.load(Ordering::SeqCst);
+        let sharing = graph.run(&pool, &log).unwrap().sharing();
+        frames += 1;
+        for (i, d) in deps.iter().enumerate() {
+            let at = log.finished_at[i].load(Ordering::SeqCst);
+            assert!(d
+                .iter()
+                .all(|&d| log.finished_at[d].load(Ordering::SeqCst) < at));
+            assert_eq!(log.runs[i].load(Ordering::SeqCst), frames, "n{i}");
+        }
+        assert_eq!(log.pinned_off_thread.load(Ordering::SeqCst), 0);
+        let off_thread = log.off_thread.load(Ordering::SeqCst) - off_thread_before;
+        if sharing == FrameSharing::Alone {
+            assert_eq!(off_thread, 0, "a frame run alone used another thread");
+        }
+        sharing
+    };
+    // Light frames: once the smoothed node times (cold in the first frames,
+    // or after a preemption) fall below the rule, frames run alone.
+    let until_alone = |run: &mut dyn FnMut(u64) -> FrameSharing| {
+        let mut frames = 0;
+        while run(0) != FrameSharing::Alone {
+            frames += 1;
+            assert!(frames < 1000, "light frames kept sharing");
+        }
+    };
+    // 50 µs per node: 1.6 ms after 32 nodes. A heavy frame that starts
+    // alone hands over; one that starts shared (a light frame before it
+    // was preempted, so it looked heavy) stays shared; none runs alone.
+    let mut handed_over = false;
+    for _ in 0..20 {
+        until_alone(&mut run);
+        let sharing = run(50_000);
+        assert_ne!(sharing, FrameSharing::Alone);
+        handed_over = sharing == FrameSharing::HandedOver;
+        if handed_over {
+            break;
+        }
+    }
+    assert!(handed_over, "no heavy frame started alone");
+    // As the smoothed node times rise, heavy frames are shared from the
+    // start, and stay so.
+    let mut heavy = 0;
+    while run(50_000) != FrameSharing::Shared {
+        heavy += 1;
+        assert!(heavy < 20, "heavy frames kept starting alone");
+    }
+    for _ in 0..3 {
+        assert_eq!(run(50_000), FrameSharing::Shared);
+    }
+    until_alone(&mut run);
 }
 
 #[test]

@@ -5,9 +5,9 @@
 //!
 //! The allocator counts every thread's allocations, so the tests take turns.
 
-use engine_tasks::{Lane, Pool, TaskGraph};
+use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 mod common;
@@ -89,6 +89,8 @@ fn steady_state_fork_join_makes_no_allocations() {
 struct World {
     values: Vec<AtomicUsize>,
     frames: AtomicUsize,
+    /// Busy work per node, in nanoseconds.
+    spin_nanos: AtomicU64,
 }
 
 /// 64 nodes in 8 layers, each after 1-3 nodes of the layer before; one
@@ -96,6 +98,12 @@ struct World {
 /// are in the normal lane.
 fn world_graph() -> TaskGraph<World> {
     let mut b = TaskGraph::<World>::builder();
+    // Far above the light bodies, also in debug builds; far below 50 µs
+    // nodes.
+    b.share_above(
+        std::time::Duration::from_micros(500),
+        std::time::Duration::from_micros(20),
+    );
     for layer in 0..8usize {
         for k in 0..8usize {
             let i = layer * 8 + k;
@@ -106,6 +114,12 @@ fn world_graph() -> TaskGraph<World> {
             };
             let body = move |cx: &engine_tasks::NodeContext<'_, World>| {
                 let world = cx.data();
+                let spin =
+                    std::time::Duration::from_nanos(world.spin_nanos.load(Ordering::Relaxed));
+                let start = std::time::Instant::now();
+                while start.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
                 if i == 9 {
                     cx.pool().parallel_for(0..world.values.len(), 64, |j| {
                         world.values[j].fetch_add(1, Ordering::Relaxed);
@@ -139,6 +153,7 @@ fn steady_state_graph_frames_make_no_allocations() {
     let world = World {
         values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
         frames: AtomicUsize::new(0),
+        spin_nanos: AtomicU64::new(0),
     };
     // Warm-up: frames this light wake no sleeping thread (graph/runtime.rs),
     // so they alone may leave a worker unstarted, to be started (and its
@@ -152,10 +167,19 @@ fn steady_state_graph_frames_make_no_allocations() {
     }
     let steals_before = pool.stats().total().stolen_tasks;
 
+    // Light frames run alone, the first heavy one is handed over to the
+    // pool on the way, the next heavy ones are shared, light ones run
+    // alone again: all three ways are counted.
     COUNTING.store(true, Ordering::SeqCst);
     let mut critical_nodes = 0;
-    for _ in 0..200 {
+    let mut sharing_seen = [0usize; 3];
+    for frame in 0..200 {
+        let heavy = (100..110).contains(&frame);
+        world
+            .spin_nanos
+            .store(if heavy { 50_000 } else { 0 }, Ordering::Relaxed);
         let stats = graph.run(&pool, &world).unwrap();
+        sharing_seen[stats.sharing() as usize] += 1;
         critical_nodes += stats.critical_path().len();
         if world.frames.load(Ordering::Relaxed) % 20 == 0 {
             // Let the workers park between some frames, as at 60 Hz.
@@ -165,6 +189,11 @@ fn steady_state_graph_frames_make_no_allocations() {
     COUNTING.store(false, Ordering::SeqCst);
 
     assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0);
+    assert!(
+        sharing_seen.iter().all(|&n| n > 0),
+        "frames alone, handed over, shared: {sharing_seen:?}"
+    );
+    assert_eq!(FrameSharing::Alone as usize, 0);
     assert_eq!(world.frames.load(Ordering::Relaxed), 250);
     assert!(world
         .values

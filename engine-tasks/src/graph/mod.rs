@@ -26,14 +26,25 @@
 //!
 //! # A frame
 //!
-//! [`TaskGraph::run`] resets each node's count of unfinished dependencies,
-//! queues the roots on the calling thread as one batch, and joins with
-//! block-on-complete. A node that finishes counts down its successors; it
-//! runs the most urgent successor it released itself, next (no queue, warm
-//! cache), and queues the rest on its own thread for others to steal. Nodes
-//! [pinned to the frame's thread](TaskGraphBuilder::main_thread_node) go to
-//! an inbox that only that thread drains. Nothing is allocated: the nodes
-//! are intrusive tasks made when the graph is built.
+//! [`TaskGraph::run`] queues the roots on the calling thread as one batch
+//! and joins with block-on-complete. A node that finishes counts down its
+//! successors (counts are never reset: each counts releases across frames);
+//! it runs the most urgent successor it released itself, next (no queue,
+//! warm cache), and queues the rest on its own thread for others to steal.
+//! Nodes [pinned to the frame's thread](TaskGraphBuilder::main_thread_node)
+//! go to an inbox that only that thread drains. Nothing is allocated: the
+//! nodes are intrusive tasks made when the graph is built.
+//!
+//! # Frames run alone
+//!
+//! Handing a node to another core costs about 100 ns here, so a frame of
+//! light nodes ends sooner on one thread. When the frames before were not
+//! worth a second thread (under 20 µs of work, or nodes under 200 ns on
+//! average), the frame's thread runs the next frame alone: ready nodes stay
+//! in a private list, and nothing is queued or counted atomically. If such
+//! a frame turns out heavy by the same rule, checked every 32 nodes, the
+//! thread queues the rest in the pool and waits like any shared frame.
+//! [`FrameStats::sharing`] says which way a frame ran.
 //!
 //! # What the frame's thread runs while it waits
 //!
@@ -60,12 +71,13 @@ mod runtime;
 mod stats;
 
 pub use build::MAX_NODES;
-pub use stats::{FrameStats, NodeOutcome, NodeTiming};
+pub use stats::{FrameSharing, FrameStats, NodeOutcome, NodeTiming};
 
 use crate::lane::Lane;
 use crate::pool::PoolHandle;
-use runtime::Runtime;
+use runtime::{Runtime, ShareThreshold};
 use std::fmt;
+use std::time::Duration;
 
 /// A node's body: called once per frame with the frame's context.
 type Body<C> = Box<dyn FnMut(&NodeContext<'_, C>) + Send>;
@@ -78,7 +90,8 @@ pub enum ReadyOrder {
     #[default]
     CriticalPathFirst,
     /// First in, first out: roots and successors in declaration order, and
-    /// every ready node goes through the queue (for comparison).
+    /// every ready node goes through the queue, or in a frame run alone the
+    /// private list (for comparison).
     Fifo,
 }
 
@@ -207,6 +220,7 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     nodes: Vec<NodeSpec<C>>,
     order: ReadyOrder,
     timed: bool,
+    share_above: ShareThreshold,
 }
 
 impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
@@ -215,6 +229,7 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             nodes: Vec::new(),
             order: ReadyOrder::default(),
             timed: true,
+            share_above: ShareThreshold::default(),
         }
     }
 }
@@ -269,12 +284,26 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         self
     }
 
-    /// Whether to time every node (default: yes). Timing costs two clock
-    /// reads per node (about 17 ns each on the development VM); without it,
+    /// Whether to time every node (default: yes). Timing costs one clock
+    /// read per node, two for a node taken from a queue (about 17 ns each
+    /// on the development VM); without it,
     /// [`FrameStats`] has no node durations or thread busy times, and
     /// critical-path-first ranks nodes by the number of nodes after them.
     pub fn measure_nodes(&mut self, timed: bool) -> &mut Self {
         self.timed = timed;
+        self
+    }
+
+    /// When frames share their nodes with other threads (see "Frames run
+    /// alone" above): a frame is shared when the frames before it took at
+    /// least `frame_work` of node time (of wall time, untimed) and their
+    /// nodes averaged at least `node_work`; otherwise the frame's thread
+    /// runs it alone, and hands the rest over once the frame passes both.
+    /// Default: 20 µs and 200 ns, measured on the 2-core development VM
+    /// (see `graph/runtime.rs`). Zero for both shares every frame;
+    /// [`Duration::MAX`] for either runs every frame alone.
+    pub fn share_above(&mut self, frame_work: Duration, node_work: Duration) -> &mut Self {
+        self.share_above = ShareThreshold::new(frame_work, node_work);
         self
     }
 
@@ -302,7 +331,13 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         let after: Vec<&[String]> = self.nodes.iter().map(|n| n.after.as_slice()).collect();
         let topology = build::topology(&names, &after)?;
         Ok(TaskGraph {
-            runtime: Runtime::new(self.nodes, topology, self.order, self.timed),
+            runtime: Runtime::new(
+                self.nodes,
+                topology,
+                self.order,
+                self.timed,
+                self.share_above,
+            ),
         })
     }
 }

@@ -23,10 +23,15 @@
 //! node touches the graph only before its last release, or while it holds a
 //! node it released (unfinished, so the latch cannot be set). Hence the
 //! borrowed frame data, the pool handle and the graph itself outlive every
-//! access a task makes to them.
+//! access a task makes to them. A frame run alone (`alone.rs`) touches the
+//! latch only if it hands over, and then first counts down the sinks that
+//! already ran.
+
+mod alone;
 
 use super::build::Topology;
 use super::stats::{FrameStats, NodeOutcome, RawTiming};
+use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::countdown::Countdown;
@@ -40,6 +45,7 @@ use crate::queue::TaskQueue;
 use crate::spawn::panic_message;
 use crate::task::{Header, TaskRef};
 use crate::worker::{self, AbortOnUnwind, Local};
+use alone::{HandOverRule, ReadyAlone};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -59,15 +65,17 @@ const NONE: u32 = u32::MAX;
 /// (a few ns per node) out of the per-node overhead.
 const REPRIORITIZE_EVERY: u64 = 8;
 
-/// Queueing a node wakes a sleeping thread only if the whole frame is
-/// expected to take at least this much work (the sum of the smoothed node
-/// times; for an untimed graph, the last frame's wall time). A woken worker
+/// By default ([`ShareThreshold`]) a frame is shared with other threads
+/// (its nodes queued, waking a sleeping thread) only if it is expected to
+/// take at least this much work (the sum of the smoothed node times; for an
+/// untimed graph, the last frame's wall time); otherwise its thread runs it
+/// alone (`alone.rs`). A woken worker
 /// starts its first node about 6.5 µs after the wake-up on this VM (p50,
 /// measured at frame start on the 256-node benchmark graph), and the
 /// wake-up's syscall is paid by the thread running the frame; below this
-/// much work the frame ends sooner on the threads already awake (the 0 ns
-/// case of `benches/graph.rs`: 35 ns per node without wake-ups against 91
-/// with them). Awake threads still steal the queued nodes.
+/// much work the frame ends sooner on one thread (the 0 ns case of
+/// `benches/graph.rs`: 35 ns per node without wake-ups against 91 with
+/// them, before frames ran alone).
 const WAKE_WORTH_NANOS: f64 = 20_000.0;
 
 /// Threads that run out of work at the end of a frame keep looking for the
@@ -79,9 +87,8 @@ const WAKE_WORTH_NANOS: f64 = 20_000.0;
 /// milliseconds, parks at once and spends no CPU between frames.
 const LINGER_GAP_NANOS: f64 = 20_000.0;
 
-/// Queueing a node wakes a sleeping thread, and threads linger between
-/// frames, only if besides [`WAKE_WORTH_NANOS`] the nodes average at least
-/// this much (measured, or for an untimed graph the frame's wall time per
+/// By default a frame is shared, and threads linger between frames, only
+/// if besides [`WAKE_WORTH_NANOS`] the nodes average at least this much (measured, or for an untimed graph the frame's wall time per
 /// node). Lighter nodes cost about as much to hand between cores as to run:
 /// a node hand-off between threads costs 80-130 ns here, and the 0 ns case
 /// of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs with a
@@ -242,8 +249,11 @@ pub(super) struct Runtime<C: ?Sized> {
     /// Each pool slot's parked ticks when the frame began.
     parked_before: Vec<u64>,
     /// Whether nodes currently wake sleeping threads, and idle threads wait
-    /// for the next frame (see `update_wakes`).
+    /// for the next frame (see `update_wakes`); if not, the frame's thread
+    /// runs frames alone (`alone.rs`).
     waking: bool,
+    share_above: ShareThreshold,
+    ready_alone: ReadyAlone,
     /// When the last frame ended, and the smoothed gap before the next one
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
@@ -270,6 +280,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         topology: Topology,
         order: ReadyOrder,
         timed: bool,
+        share_above: ShareThreshold,
     ) -> Self {
         let n = specs.len();
         let floor = specs
@@ -278,6 +289,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .map(|s| s.lane)
             .max()
             .unwrap_or(Lane::FrameCritical);
+        let lane_of = specs.iter().map(|s| s.lane).collect();
         let nodes: Box<[Node<C>]> = specs
             .into_iter()
             .map(|s| Node {
@@ -344,6 +356,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
             waking: true,
+            share_above,
+            ready_alone: ReadyAlone::new(lane_of, order),
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
         };
@@ -399,10 +413,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
+        let alone = (!self.waking).then_some(&mut self.ready_alone);
+        let (nanos_per_tick, share_above) = (self.rate.nanos_per_tick(), self.share_above);
         let frame_span = instrument::frame(number);
         pool_shared.frame_began();
+        let mut sharing = FrameSharing::Alone;
         if !roots.is_empty() {
-            worker::with_slot(pool_shared, |local| {
+            sharing = worker::with_slot(pool_shared, |local| {
                 // SAFETY: no task of this frame is queued yet.
                 let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
                 inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
@@ -413,21 +430,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
                 let _guard = AbortOnUnwind("while task-graph nodes were queued");
-                let mut pushed = Pushed::default();
-                for &root in roots.iter() {
-                    let node = &shared.nodes[root as usize];
-                    let task = shared.task(root);
-                    if node.pinned {
-                        shared.inbox.push(task);
-                    } else if let Some(local) = local {
-                        local.push_quiet(node.lane, task);
-                        pushed.add(node);
-                    } else {
-                        pool_shared.inject_structured(node.lane, task);
+                let sharing = if let Some(ready) = alone {
+                    let hand_over = (pool_shared.worker_count() > 0).then_some(HandOverRule {
+                        share_above,
+                        start_tick,
+                        nanos_per_tick,
+                    });
+                    let sharing = shared.run_alone(roots, ready, local, hand_over);
+                    if sharing == FrameSharing::Alone {
+                        return sharing;
                     }
-                }
+                    sharing
+                } else {
+                    shared.queue_roots(roots, local, pool_shared);
+                    FrameSharing::Shared
+                };
                 if let Some(local) = local {
-                    pushed.notify(local);
                     local.wait_frame(&shared.done, floor, &shared.inbox);
                 } else {
                     worker::wait_without_slot(
@@ -437,6 +455,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                         Some(&shared.inbox),
                     );
                 }
+                sharing
             });
         }
         pool_shared.frame_ended();
@@ -455,6 +474,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.rate.observe(ended, end_tick);
         let steals = pool_shared.stolen_tasks_total() - steals_before;
         self.record(number, ended - started, start_tick, steals, slots);
+        self.stats.set_sharing(sharing);
         // Parked time per slot, for the slots that ran: started workers and
         // the frame's thread.
         let workers = pool_shared.threads_started();
@@ -566,7 +586,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             wall.as_nanos() as f64
         };
-        let worth = worth_a_second_thread(nanos, self.estimate.len());
+        let worth = self
+            .share_above
+            .worth_a_second_thread(nanos, self.estimate.len());
         if worth != self.waking {
             self.waking = worth;
             for node in self.shared_mut().nodes.iter_mut() {
@@ -648,77 +670,164 @@ impl<C: ?Sized> Shared<C> {
     }
 }
 
+/// What every node of the running frame sees.
+struct FrameView<'f, C: ?Sized> {
+    data: &'f C,
+    pool: &'f PoolHandle,
+    number: u64,
+    epoch: u64,
+    /// The running thread's slot, or [`NONE`].
+    thread: u32,
+}
+
 impl<C: ?Sized + Sync> Shared<C> {
+    /// Queues the roots of a frame shared with other threads, most urgent
+    /// first, with one wake-up per lane.
+    fn queue_roots(
+        &self,
+        roots: &[u32],
+        local: Option<&Local<'_>>,
+        pool: &crate::registry::Shared,
+    ) {
+        let mut pushed = Pushed::default();
+        for &root in roots {
+            let node = &self.nodes[root as usize];
+            let task = self.task(root);
+            if node.pinned {
+                self.inbox.push(task);
+            } else if let Some(local) = local {
+                local.push_quiet(node.lane, task);
+                pushed.add(node);
+            } else {
+                pool.inject_structured(node.lane, task);
+            }
+        }
+        if let Some(local) = local {
+            pushed.notify(local);
+        }
+    }
+
+    /// The running frame's inputs, seen from the thread of `local`.
+    ///
+    /// # Safety
+    ///
+    /// A frame of this graph is running: `run_frame` set the inputs and has
+    /// not returned, which it does only after the caller's last access.
+    unsafe fn frame_view(&self, local: Option<&Local<'_>>) -> FrameView<'_, C> {
+        let inputs = &self.inputs;
+        let data = inputs.data.expect("set before the roots are queued");
+        FrameView {
+            // SAFETY: `run_frame` borrows the data for the frame (caller's
+            // contract).
+            data: unsafe { data.as_ref() },
+            // SAFETY: as above, for the pool handle.
+            pool: unsafe { &*inputs.pool },
+            number: inputs.number,
+            epoch: epoch(inputs.number),
+            thread: local.map_or(NONE, |l| l.index() as u32),
+        }
+    }
+
+    /// Runs node `index`'s body unless a dependency failed in this frame,
+    /// and records its outcome: `true` if the body ran and returned.
+    #[inline]
+    fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> bool {
+        let node = &self.nodes[index as usize];
+        let state = &self.states[index as usize];
+        // Relaxed: set before a dependency's AcqRel count, which the last
+        // count acquired; with a single dependency, set before it handed
+        // the node over (run inline, or queued).
+        if state.poisoned_in.load(Ordering::Relaxed) == frame.epoch {
+            return false;
+        }
+        let cx = NodeContext {
+            data: frame.data,
+            pool: frame.pool,
+            frame: frame.number,
+            name: &node.name,
+        };
+        let _span = instrument::node(node.name_id, node.lane);
+        // SAFETY: this thread owns the node for this frame (module docs), so
+        // nobody else is in its body.
+        let body = unsafe { &mut *node.body.get() };
+        let run = || {
+            faults::maybe_panic(Site::NodeBody);
+            body(&cx)
+        };
+        match panic::catch_unwind(AssertUnwindSafe(run)) {
+            Ok(()) => {
+                state.set_outcome(frame.epoch, NodeOutcome::Ran);
+                true
+            }
+            Err(payload) => {
+                *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+                state.set_outcome(frame.epoch, NodeOutcome::Panicked);
+                // Relaxed: read after the frame latch.
+                self.failed.store(true, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// Records when and where node `index` ran.
+    #[inline]
+    fn record_span(&self, index: u32, start: u64, end: u64, thread: u32) {
+        let state = &self.states[index as usize];
+        // Relaxed: statistics, read after the frame latch.
+        state.start.store(start, Ordering::Relaxed);
+        state.end.store(end, Ordering::Relaxed);
+        state.thread.store(thread, Ordering::Relaxed);
+    }
+
+    fn successors_of(&self, index: u32) -> &[u32] {
+        let range = self.successor_start[index as usize] as usize
+            ..self.successor_start[index as usize + 1] as usize;
+        &self.successors[range]
+    }
+
+    /// Counts node `from`'s release of its successor `to` in frame `epoch`,
+    /// poisoning `to` if `from` did not run or panicked; `true` if this was
+    /// the last release, and the caller now owns `to`. `alone`: the frame
+    /// runs on this thread alone (`alone.rs`).
+    #[inline]
+    fn release(&self, from: u32, to: u32, ok: bool, epoch: u64, alone: bool) -> bool {
+        let state = &self.states[to as usize];
+        if !ok {
+            // Relaxed: published by the count below (or, for a single
+            // dependency, by handing the node over).
+            state.poisoned_in.store(epoch, Ordering::Relaxed);
+        }
+        let last = if alone {
+            state.pending.release_alone(epoch)
+        } else {
+            state.pending.release(epoch)
+        };
+        if last {
+            // Relaxed: read after the frame latch.
+            state.released_by.store(from, Ordering::Relaxed);
+        }
+        last
+    }
+
     /// Runs node `first`, then, as long as it released one, the most urgent
     /// node it released; see the module docs.
     fn execute(&self, first: u32, local: Option<&Local<'_>>) {
-        let inputs = &self.inputs;
-        let thread = local.map_or(NONE, |l| l.index() as u32);
-        let on_frame_thread = thread != NONE && thread == inputs.thread_slot;
+        // SAFETY: nodes run only while their frame runs (module docs).
+        let frame = unsafe { self.frame_view(local) };
+        let on_frame_thread = frame.thread != NONE && frame.thread == self.inputs.thread_slot;
         let task_lane = local.map_or(Lane::FrameCritical, |l| l.current_lane());
-        // SAFETY: set for this frame by `run_frame`, which outlives every
-        // node of the frame (module docs).
-        let (data, pool) = unsafe {
-            (
-                inputs
-                    .data
-                    .expect("set before the roots are queued")
-                    .as_ref(),
-                &*inputs.pool,
-            )
-        };
         let timed = self.timed;
-        let epoch = epoch(inputs.number);
         let now = || if timed { clock::ticks() } else { 0 };
         let mut index = first;
         let mut lane = task_lane;
         let mut start = now();
         loop {
-            let node = &self.nodes[index as usize];
-            let state = &self.states[index as usize];
-            // Relaxed: set before a dependency's AcqRel count, which the last
-            // count acquired; with a single dependency, set before it handed
-            // the node over (run inline, or queued).
-            let ok = if state.poisoned_in.load(Ordering::Relaxed) == epoch {
-                false
-            } else {
-                let cx = NodeContext {
-                    data,
-                    pool,
-                    frame: inputs.number,
-                    name: &node.name,
-                };
-                let _span = instrument::node(node.name_id, node.lane);
-                // SAFETY: this thread owns the node for this frame (module
-                // docs), so nobody else is in its body.
-                let body = unsafe { &mut *node.body.get() };
-                let run = || {
-                    faults::maybe_panic(Site::NodeBody);
-                    body(&cx)
-                };
-                match panic::catch_unwind(AssertUnwindSafe(run)) {
-                    Ok(()) => {
-                        state.set_outcome(epoch, NodeOutcome::Ran);
-                        true
-                    }
-                    Err(payload) => {
-                        *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
-                        state.set_outcome(epoch, NodeOutcome::Panicked);
-                        // Relaxed: read after the frame latch.
-                        self.failed.store(true, Ordering::Relaxed);
-                        false
-                    }
-                }
-            };
+            let ok = self.run_body(index, &frame);
             let end = now();
-            // Relaxed: statistics, read after the frame latch.
-            state.start.store(start, Ordering::Relaxed);
-            state.end.store(end, Ordering::Relaxed);
-            state.thread.store(thread, Ordering::Relaxed);
+            self.record_span(index, start, end, frame.thread);
 
-            let range = self.successor_start[index as usize] as usize
-                ..self.successor_start[index as usize + 1] as usize;
-            if range.is_empty() {
+            let successors = self.successors_of(index);
+            if successors.is_empty() {
                 // The last touch of the graph (module docs).
                 if self.done.count_down() {
                     if let Some(local) = local {
@@ -729,20 +838,12 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
             let mut next = None;
             let mut pushed = Pushed::default();
-            for &s in &self.successors[range] {
-                let succ_state = &self.states[s as usize];
-                if !ok {
-                    // Relaxed: published by the count below (or, for a
-                    // single dependency, by handing the node over).
-                    succ_state.poisoned_in.store(epoch, Ordering::Relaxed);
-                }
-                if !succ_state.pending.release(epoch) {
+            for &s in successors {
+                if !self.release(index, s, ok, frame.epoch, false) {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
                 // graph stays alive for the rest of this iteration.
-                // Relaxed: read after the frame latch.
-                succ_state.released_by.store(index, Ordering::Relaxed);
                 let succ = &self.nodes[s as usize];
                 let task = self.task(s);
                 let inline = self.inline_successors && next.is_none();
@@ -750,7 +851,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                     if inline && on_frame_thread {
                         next = Some(s);
                     } else {
-                        let waker = inputs.waker.clone().expect("set before the roots");
+                        let waker = self.inputs.waker.clone().expect("set before the roots");
                         self.inbox.push(task);
                         waker.wake();
                     }
@@ -769,7 +870,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                         pushed.add(succ);
                     }
                 } else {
-                    pool.shared().inject_structured(succ.lane, task);
+                    frame.pool.shared().inject_structured(succ.lane, task);
                 }
             }
             if let Some(local) = local {
@@ -797,11 +898,37 @@ fn epoch(number: u64) -> u64 {
     number + 1
 }
 
-/// Whether a frame of `nanos` of work (or wall time, untimed) over `nodes`
-/// nodes is worth waking and keeping a second thread for: see
-/// [`WAKE_WORTH_NANOS`] and [`LIGHT_NODE_NANOS`].
-fn worth_a_second_thread(nanos: f64, nodes: usize) -> bool {
-    nanos >= WAKE_WORTH_NANOS && nanos / nodes.max(1) as f64 >= LIGHT_NODE_NANOS
+/// When a frame is worth a second thread: enough work in all, in nodes
+/// heavy enough on average (`TaskGraphBuilder::share_above`).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ShareThreshold {
+    frame_nanos: f64,
+    node_nanos: f64,
+}
+
+impl Default for ShareThreshold {
+    /// [`WAKE_WORTH_NANOS`] and [`LIGHT_NODE_NANOS`].
+    fn default() -> Self {
+        ShareThreshold {
+            frame_nanos: WAKE_WORTH_NANOS,
+            node_nanos: LIGHT_NODE_NANOS,
+        }
+    }
+}
+
+impl ShareThreshold {
+    pub(crate) fn new(frame_work: Duration, node_work: Duration) -> Self {
+        ShareThreshold {
+            frame_nanos: frame_work.as_nanos() as f64,
+            node_nanos: node_work.as_nanos() as f64,
+        }
+    }
+
+    /// Whether a frame of `nanos` of work (or wall time, untimed) over
+    /// `nodes` nodes is worth waking and keeping a second thread for.
+    fn worth_a_second_thread(&self, nanos: f64, nodes: usize) -> bool {
+        nanos >= self.frame_nanos && nanos / nodes.max(1) as f64 >= self.node_nanos
+    }
 }
 
 /// How long idle threads wait for the next frame, in ticks, given the
@@ -869,10 +996,13 @@ unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{linger_ticks, worth_a_second_thread};
+    use super::{linger_ticks, ShareThreshold};
+    use std::time::Duration;
 
     #[test]
     fn only_frames_of_enough_work_in_heavy_enough_nodes_wake_a_thread() {
+        let worth_a_second_thread =
+            |nanos, nodes| ShareThreshold::default().worth_a_second_thread(nanos, nodes);
         // 256 nodes of 1 µs.
         assert!(worth_a_second_thread(256_000.0, 256));
         // 256 empty nodes: 42 ns each on one thread, about 140 ns each when
@@ -883,6 +1013,17 @@ mod tests {
         assert!(worth_a_second_thread(50_000.0, 10));
         assert!(!worth_a_second_thread(19_000.0, 10));
         assert!(!worth_a_second_thread(0.0, 0));
+    }
+
+    #[test]
+    fn zero_thresholds_share_every_frame_and_max_ones_none() {
+        let always = ShareThreshold::new(Duration::ZERO, Duration::ZERO);
+        assert!(always.worth_a_second_thread(0.0, 0));
+        assert!(always.worth_a_second_thread(0.0, 256));
+        let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
+        assert!(!never.worth_a_second_thread(1e18, 1));
+        let never = ShareThreshold::new(Duration::ZERO, Duration::MAX);
+        assert!(!never.worth_a_second_thread(1e18, 1));
     }
 
     #[test]

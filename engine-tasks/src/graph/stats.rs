@@ -24,6 +24,21 @@ impl NodeOutcome {
     }
 }
 
+/// Which threads a frame could use; see the module docs of
+/// [`graph`](super) ("Frames run alone").
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FrameSharing {
+    /// The frame's thread ran every node: the frames before were too light
+    /// to be worth a second thread.
+    Alone,
+    /// Started alone, turned out heavy, and queued the rest of its nodes in
+    /// the pool for any thread.
+    HandedOver,
+    /// Its nodes were queued in the pool from the start (other threads may
+    /// or may not have taken any).
+    Shared,
+}
+
 /// One node in one frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct NodeTiming {
@@ -65,6 +80,7 @@ pub struct FrameStats {
     /// without a thread in the frame.
     parked: Vec<Option<u64>>,
     steals: u64,
+    sharing: FrameSharing,
 }
 
 impl FrameStats {
@@ -87,12 +103,23 @@ impl FrameStats {
             slots: 0,
             parked: Vec::new(),
             steals: 0,
+            sharing: FrameSharing::Shared,
         }
     }
 
     /// The frame's number.
     pub fn frame(&self) -> u64 {
         self.frame
+    }
+
+    /// Whether the frame ran on its thread alone, was handed over to the
+    /// pool on the way, or was shared from the start.
+    pub fn sharing(&self) -> FrameSharing {
+        self.sharing
+    }
+
+    pub(super) fn set_sharing(&mut self, sharing: FrameSharing) {
+        self.sharing = sharing;
     }
 
     /// Wall time from queueing the roots to the last node's end.

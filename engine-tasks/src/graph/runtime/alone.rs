@@ -1,0 +1,209 @@
+//! Frames that the frame's thread runs alone.
+//!
+//! When the last frames were too light to be worth a second thread
+//! ([`ShareThreshold`]), the frame's thread runs the next frame by
+//! itself: ready nodes wait in [`ReadyAlone`], a private list per lane,
+//! instead of the pool's queues, and dependencies are counted without
+//! read-modify-writes (`Countdown::release_alone`). No other thread can
+//! take part, so none has to be told about anything. On the 256-node
+//! benchmark graph with empty nodes this halves the frame (see the README).
+//!
+//! A frame can turn out heavier than the ones before it. Every
+//! [`CHECK_EVERY`] nodes the thread checks the time the frame has taken so
+//! far against the same rule; once it says yes, the thread *hands over*:
+//! it counts down the frame's latch for the sinks that already ran, queues
+//! every ready node in the pool (most urgent first, waking a thread), and
+//! then waits for the frame like any shared frame. From there on other
+//! threads count with `release`, which the queues' release/acquire order
+//! after this thread's plain counts. Nodes queued by a handed-over frame
+//! wake no further threads (their `wakes` flags change only between
+//! frames); the next frame decides anew.
+//!
+//! States: *alone* (a node runs or the lists hold ready nodes) → either
+//! *done* (the lists are empty: every node ran, as the graph is a DAG and
+//! only this thread releases nodes) or *handed over* (the lists are empty
+//! and their nodes are queued).
+
+use super::{ShareThreshold, Shared};
+use crate::clock;
+use crate::graph::{FrameSharing, ReadyOrder};
+use crate::lane::Lane;
+use crate::registry;
+use crate::worker::Local;
+use std::collections::VecDeque;
+
+/// How many nodes run between two looks at the clock: a tick read costs
+/// about 17 ns on the development VM, so a look every 32 nodes costs under
+/// 1 ns per node, and a frame that turns heavy is handed over within 32
+/// node times.
+const CHECK_EVERY: u32 = 32;
+
+/// When a frame run alone hands over: once the time since `start_tick`
+/// passes `share_above` for the nodes run so far.
+pub(super) struct HandOverRule {
+    pub(super) share_above: ShareThreshold,
+    pub(super) start_tick: u64,
+    pub(super) nanos_per_tick: f64,
+}
+
+/// The ready nodes of a frame run alone, per lane. Each list has room for
+/// every node of the graph, and a node is ready at most once per frame, so
+/// pushing never allocates.
+pub(super) struct ReadyAlone {
+    lanes: [VecDeque<u32>; Lane::COUNT],
+    /// Each node's lane, apart from the nodes' larger records: the lists
+    /// are filled without touching them.
+    lane_of: Box<[Lane]>,
+    /// Critical path first pushes every batch least urgent first and pops
+    /// the newest; FIFO pops the oldest.
+    newest_first: bool,
+}
+
+impl ReadyAlone {
+    pub(super) fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
+        let nodes = lane_of.len();
+        ReadyAlone {
+            lanes: std::array::from_fn(|_| VecDeque::with_capacity(nodes)),
+            lane_of,
+            newest_first: order == ReadyOrder::CriticalPathFirst,
+        }
+    }
+
+    /// Pushes `batch`, given most urgent first, so that its most urgent
+    /// node is the next one popped from its lane.
+    fn push_batch(&mut self, batch: impl DoubleEndedIterator<Item = u32>) {
+        let mut push = |index: u32| {
+            let lane = self.lane_of[index as usize];
+            self.lanes[lane.index()].push_back(index);
+        };
+        if self.newest_first {
+            batch.rev().for_each(&mut push);
+        } else {
+            batch.for_each(&mut push);
+        }
+    }
+
+    fn pop_in(&mut self, lane: Lane) -> Option<u32> {
+        let list = &mut self.lanes[lane.index()];
+        if self.newest_first {
+            list.pop_back()
+        } else {
+            list.pop_front()
+        }
+    }
+
+    /// The next node to run and its lane: from the most urgent lane that
+    /// has one.
+    fn pop(&mut self) -> Option<(u32, Lane)> {
+        Lane::ALL
+            .into_iter()
+            .find_map(|lane| Some((self.pop_in(lane)?, lane)))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lanes.iter().all(VecDeque::is_empty)
+    }
+}
+
+impl<C: ?Sized + Sync> Shared<C> {
+    /// Runs the frame from `roots` on this thread alone (module docs):
+    /// [`FrameSharing::Alone`] once every node ran, or
+    /// [`FrameSharing::HandedOver`] once the rest is queued in the pool
+    /// (then wait for the frame's latch).
+    /// Without a `hand_over` rule (no other thread could help) it never
+    /// hands over.
+    ///
+    /// Call only from `run_frame`, before anything of the frame is queued.
+    pub(super) fn run_alone(
+        &self,
+        roots: &[u32],
+        ready: &mut ReadyAlone,
+        local: Option<&Local<'_>>,
+        hand_over: Option<HandOverRule>,
+    ) -> FrameSharing {
+        debug_assert!(ready.is_empty(), "every frame empties the lists");
+        // SAFETY: called by `run_frame` while its frame runs.
+        let frame = unsafe { self.frame_view(local) };
+        let timed = self.timed;
+        let now = || if timed { clock::ticks() } else { 0 };
+        let thread_lane = local.map(|l| l.current_lane());
+        ready.push_batch(roots.iter().copied());
+        let mut ran: u32 = 0;
+        let mut sinks_done = 0;
+        let mut start = now();
+        let mut sharing = FrameSharing::Alone;
+        while let Some((index, lane)) = ready.pop() {
+            if let Some(local) = local {
+                // The node's lane bounds what a wait inside it may run.
+                local.set_lane(lane);
+                local.count_inline_run(lane);
+            }
+            let ok = self.run_body(index, &frame);
+            let end = now();
+            self.record_span(index, start, end, frame.thread);
+            start = end;
+            let successors = self.successors_of(index);
+            sinks_done += usize::from(successors.is_empty());
+            let released = successors
+                .iter()
+                .copied()
+                .filter(|&s| self.release(index, s, ok, frame.epoch, true));
+            ready.push_batch(released);
+            ran += 1;
+            let Some(rule) = hand_over.as_ref() else {
+                continue;
+            };
+            if ran % CHECK_EVERY == 0 && !ready.is_empty() {
+                let ticks = clock::ticks().wrapping_sub(rule.start_tick);
+                let elapsed = ticks as f64 * rule.nanos_per_tick;
+                if rule
+                    .share_above
+                    .worth_a_second_thread(elapsed, ran as usize)
+                {
+                    self.hand_over(ready, sinks_done, local, frame.pool.shared());
+                    sharing = FrameSharing::HandedOver;
+                    break;
+                }
+            }
+        }
+        if let (Some(local), Some(lane)) = (local, thread_lane) {
+            local.set_lane(lane);
+        }
+        sharing
+    }
+
+    /// Queues every node in `ready` in the pool, after counting the frame's
+    /// latch down for the `sinks_done` sinks that already ran.
+    fn hand_over(
+        &self,
+        ready: &mut ReadyAlone,
+        sinks_done: usize,
+        local: Option<&Local<'_>>,
+        pool: &registry::Shared,
+    ) {
+        if sinks_done > 0 {
+            // Cannot set the latch: the nodes in `ready` have not run, and
+            // each reaches a sink.
+            self.done.count_down_by(sinks_done);
+        }
+        for lane in Lane::ALL {
+            let mut queued = false;
+            while let Some(index) = ready.pop_in(lane) {
+                let task = self.task(index);
+                if self.nodes[index as usize].pinned {
+                    // The frame's thread (this one) drains the inbox while
+                    // it waits, so it needs no wake-up.
+                    self.inbox.push(task);
+                } else if let Some(local) = local {
+                    local.push_quiet(lane, task);
+                    queued = true;
+                } else {
+                    pool.inject_structured(lane, task);
+                }
+            }
+            if let Some(local) = local.filter(|_| queued) {
+                local.notify_pushed(lane, true);
+            }
+        }
+    }
+}
