@@ -9,10 +9,21 @@
 //! run once on one thread, then split 128 + 128 over two plain threads that
 //! start together at a barrier. Nothing is shared but the barrier.
 //!
+//! Then it measures the floor of running the benchmark's DAG itself on two
+//! threads of this machine: a schedule fixed in advance (greedy, longest
+//! remaining chain first, which takes 128 node times for 256 nodes), two
+//! threads that never sleep, and per node only a spin until its
+//! dependencies' "done" flags show this round, the work, and a store of its
+//! own flag. No queue, no read-modify-write, no wake-up: what remains is
+//! the cost of seeing the other core's results (cache lines moving between
+//! cores) and of waiting for them. A scheduler that decides at run time
+//! cannot beat this on this machine.
+//!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
-use engine_tasks_benches::{median, Work};
+use engine_tasks_benches::{benchmark_dag, median, Work};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -69,22 +80,118 @@ fn two_threads(work: Work) -> f64 {
     )
 }
 
+/// The greedy two-thread schedule of `deps` for nodes of equal time: at
+/// each step each thread takes the ready node with the longest chain of
+/// nodes after it. Returns each thread's nodes in order.
+fn fixed_schedule(deps: &[Vec<usize>]) -> [Vec<usize>; 2] {
+    let n = deps.len();
+    let mut successors = vec![Vec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &d in d {
+            successors[d].push(i);
+        }
+    }
+    // Nodes only depend on earlier ones (benchmark_dag builds layers).
+    let mut chain = vec![1usize; n];
+    for i in (0..n).rev() {
+        chain[i] += successors[i].iter().map(|&s| chain[s]).max().unwrap_or(0);
+    }
+    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+    let mut lists = [Vec::new(), Vec::new()];
+    while !ready.is_empty() {
+        ready.sort_by_key(|&i| (std::cmp::Reverse(chain[i]), i));
+        let step: Vec<usize> = ready.drain(..ready.len().min(2)).collect();
+        for (thread, &i) in step.iter().enumerate() {
+            lists[thread].push(i);
+        }
+        for &i in &step {
+            for &s in &successors[i] {
+                pending[s] -= 1;
+                if pending[s] == 0 {
+                    ready.push(s);
+                }
+            }
+        }
+    }
+    lists
+}
+
+/// Runs `list` for round `round`: per node, spin until every dependency's
+/// flag shows the round, work, publish.
+fn run_list(list: &[usize], deps: &[Vec<usize>], done: &[AtomicU64], round: u64, work: Work) {
+    for &i in list {
+        for &d in &deps[i] {
+            // Acquire: pairs with the Release store of `d`'s thread.
+            while done[d].load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+        }
+        work.run();
+        // Release: publishes the node's work to its successors' threads.
+        done[i].store(round, Ordering::Release);
+    }
+}
+
+/// The DAG on two spinning threads with a fixed schedule; median
+/// microseconds per round (from publishing the round to both lists done).
+fn fixed_dag(work: Work) -> f64 {
+    let deps = Arc::new(benchmark_dag());
+    let [mine, theirs] = fixed_schedule(&deps);
+    let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());
+    let round = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
+    let helper = {
+        let (deps, done, round, finished) =
+            (deps.clone(), done.clone(), round.clone(), finished.clone());
+        std::thread::spawn(move || {
+            for r in 1..=ROUNDS as u64 {
+                // Acquire: pairs with the Release store of the round below.
+                while round.load(Ordering::Acquire) != r {
+                    std::hint::spin_loop();
+                }
+                run_list(&theirs, &deps, &done, r, work);
+                // Release: the round's end, for the timing thread.
+                finished.store(r, Ordering::Release);
+            }
+        })
+    };
+    let mut rounds = Vec::with_capacity(ROUNDS);
+    for r in 1..=ROUNDS as u64 {
+        let start = Instant::now();
+        // Release: pairs with the helper's Acquire load.
+        round.store(r, Ordering::Release);
+        run_list(&mine, &deps, &done, r, work);
+        // Acquire: pairs with the helper's Release store.
+        while finished.load(Ordering::Acquire) != r {
+            std::hint::spin_loop();
+        }
+        rounds.push(micros(start.elapsed()));
+    }
+    helper.join().unwrap();
+    median(rounds)
+}
+
 fn main() {
     println!("{NODES} nodes of busy work, medians of {ROUNDS} rounds");
     println!(
-        "{:>10} {:>12} {:>12} {:>9}",
-        "per node", "one thread", "two threads", "speed-up"
+        "{:>10} {:>12} {:>12} {:>9} {:>16} {:>22}",
+        "per node", "one thread", "two threads", "speed-up", "DAG, fixed", "over one thread / 2"
     );
-    for nanos in [1_000, 20_000] {
+    for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
         let one = one_thread(work);
         let two = two_threads(work);
+        let dag = fixed_dag(work);
+        let per_node = (dag - one / 2.0) * 1000.0 / NODES as f64;
         println!(
-            "{:>7} ns {:>9.1} µs {:>9.1} µs {:>8.2}x",
+            "{:>7} ns {:>9.1} µs {:>9.1} µs {:>8.2}x {:>13.1} µs {:>15.0} ns/node",
             nanos,
             one,
             two,
-            one / two
+            one / two,
+            dag,
+            per_node
         );
     }
 }
