@@ -152,6 +152,11 @@ pub(crate) struct Shared {
     /// How long (clock ticks) a thread that runs out of work between frames
     /// waits for the next frame before it parks; set by the frame loop.
     linger_ticks: AtomicU64,
+    /// Task-graph frames running now whose nodes are queued for any thread
+    /// (not run alone), and how long (clock ticks) a thread that runs out
+    /// of work during one looks for more before it parks.
+    shared_frames: CachePadded<AtomicUsize>,
+    in_frame_wait_ticks: AtomicU64,
     /// Closed at shutdown; external submissions pass through it.
     gate: Gate,
     /// Worker threads started; only written under `threads`' lock.
@@ -180,6 +185,8 @@ impl Shared {
             frames_in_flight: CachePadded::new(AtomicUsize::new(0)),
             frame_loop: AtomicBool::new(false),
             linger_ticks: AtomicU64::new(0),
+            shared_frames: CachePadded::new(AtomicUsize::new(0)),
+            in_frame_wait_ticks: AtomicU64::new(0),
             gate: Gate::default(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
@@ -258,6 +265,36 @@ impl Shared {
     pub(crate) fn linger_ticks(&self) -> u64 {
         // Relaxed: see `set_linger_ticks`.
         self.linger_ticks.load(Ordering::Relaxed)
+    }
+
+    /// A running frame queues its nodes for any thread; until
+    /// `frame_unshared`, threads that run out of work look for more for up
+    /// to `wait_ticks` before they park.
+    pub(crate) fn frame_shared(&self, wait_ticks: u64) {
+        // Relaxed, here and below: hints for how long an idle thread looks
+        // before it parks; the queues carry the tasks.
+        self.in_frame_wait_ticks
+            .store(wait_ticks, Ordering::Relaxed);
+        self.shared_frames.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The frame that `frame_shared` announced has ended.
+    pub(crate) fn frame_unshared(&self) {
+        self.shared_frames.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// How long a thread that runs out of work now looks for more before it
+    /// parks: zero unless a shared frame is running.
+    pub(crate) fn in_frame_wait_ticks(&self) -> u64 {
+        if self.in_shared_frame() {
+            self.in_frame_wait_ticks.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn in_shared_frame(&self) -> bool {
+        self.shared_frames.load(Ordering::Relaxed) > 0
     }
 
     /// Takes one of the `background_cap` permits to run background work.

@@ -44,6 +44,8 @@ pub(super) struct HandOverRule {
     pub(super) share_above: ShareThreshold,
     pub(super) start_tick: u64,
     pub(super) nanos_per_tick: f64,
+    /// For `registry::Shared::frame_shared`.
+    pub(super) in_frame_wait_ticks: u64,
 }
 
 /// The ready nodes of a frame run alone, per lane. Each list has room for
@@ -160,7 +162,9 @@ impl<C: ?Sized + Sync> Shared<C> {
                     .share_above
                     .worth_a_second_thread(elapsed, ran as usize)
                 {
-                    self.hand_over(ready, sinks_done, local, frame.pool.shared());
+                    let pool = frame.pool.shared();
+                    pool.frame_shared(rule.in_frame_wait_ticks);
+                    self.hand_over(ready, sinks_done, local, pool);
                     sharing = FrameSharing::HandedOver;
                     break;
                 }
