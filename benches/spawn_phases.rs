@@ -12,14 +12,24 @@
 //! - `engine-tasks, default size`: the benchmark as `pool.rs` runs it (one
 //!   worker on a 2-core machine), where the worker takes each task as soon as
 //!   it is pushed.
+//! - `hand-off floor`: the least any pool can spend when another thread
+//!   runs each task as it is spawned: 200,000 slots allocated once (one
+//!   cache line each), a thread that never sleeps and takes each slot as
+//!   soon as it is published (one release store of a counter), runs it and
+//!   marks it done in its own line; then the join loop reads each mark. No
+//!   allocation, no queue, no wake-up: only each task's line crossing to
+//!   the other core and its mark crossing back.
 //!
 //! Each row reports the median over 40 rounds of nanoseconds per task.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin spawn_phases`
 
+use crossbeam_utils::CachePadded;
 use engine_tasks::{Lane, Pool};
 use engine_tasks_benches::{median, threads};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 const TASKS: usize = 200_000;
@@ -86,6 +96,69 @@ fn engine_tasks_batch(workers: usize) -> (f64, f64) {
     })
 }
 
+/// One task's line: its input, and the mark and result its runner writes.
+#[derive(Default)]
+struct Slot {
+    input: AtomicU64,
+    output: AtomicU64,
+    done: AtomicU64,
+}
+
+/// See the module docs (`hand-off floor`).
+fn hand_off_floor() -> (f64, f64) {
+    let slots: Arc<Vec<CachePadded<Slot>>> =
+        Arc::new((0..TASKS).map(|_| Default::default()).collect());
+    let published = Arc::new(CachePadded::new(AtomicUsize::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let runner = {
+        let (slots, published, stop) = (slots.clone(), published.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Slots published over all rounds so far, and taken.
+            let mut taken = 0;
+            while !stop.load(Ordering::Relaxed) {
+                // Acquire: pairs with the publisher's Release store.
+                let upto = published.load(Ordering::Acquire);
+                while taken < upto {
+                    let slot = &slots[taken % TASKS];
+                    // Relaxed: ordered by `published`.
+                    let input = slot.input.load(Ordering::Relaxed);
+                    slot.output.store(black_box(input) + 1, Ordering::Relaxed);
+                    // Release: pairs with the join loop's Acquire load.
+                    slot.done
+                        .store((taken / TASKS + 1) as u64, Ordering::Release);
+                    taken += 1;
+                }
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let mut round = 0u64;
+    let result = medians(|| {
+        round += 1;
+        let before = (round as usize - 1) * TASKS;
+        let start = Instant::now();
+        for (i, slot) in slots.iter().enumerate() {
+            // Relaxed: published by the Release store of `published`.
+            slot.input.store(i as u64, Ordering::Relaxed);
+            published.store(before + i + 1, Ordering::Release);
+        }
+        let spawned = Instant::now();
+        let mut sum = 0;
+        for slot in slots.iter() {
+            // Acquire: pairs with the runner's Release store.
+            while slot.done.load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+            sum += slot.output.load(Ordering::Relaxed);
+        }
+        black_box(sum);
+        (per_task(start, spawned), per_task(spawned, Instant::now()))
+    });
+    stop.store(true, Ordering::Relaxed);
+    runner.join().unwrap();
+    result
+}
+
 fn main() {
     let default_workers = threads() - 1;
     println!("ns per task, median of {ROUNDS} rounds of {TASKS} tasks");
@@ -101,6 +174,7 @@ fn main() {
             &*format!("engine-tasks spawn_batch, {default_workers} worker(s)"),
             engine_tasks_batch(default_workers),
         ),
+        ("hand-off floor, 1 spinning thread", hand_off_floor()),
     ];
     for (name, (spawn, join)) in rows {
         println!("{name:<36} {spawn:>8.0} {join:>8.0} {:>8.0}", spawn + join);
