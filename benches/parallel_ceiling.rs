@@ -17,12 +17,15 @@
 //! own flag. No queue, no read-modify-write, no wake-up: what remains is
 //! the cost of seeing the other core's results (cache lines moving between
 //! cores) and of waiting for them. A scheduler that decides at run time
-//! cannot beat this on this machine.
+//! cannot beat this on this machine. Beside it, the same DAG as an
+//! engine-tasks graph on a pool of the default size (one worker and the
+//! calling thread), timed and untimed, frames back to back.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
-use engine_tasks_benches::{benchmark_dag, median, Work};
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{benchmark_dag, graph_of, median, threads, Work};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -172,26 +175,60 @@ fn fixed_dag(work: Work) -> f64 {
     median(rounds)
 }
 
+/// The DAG as an engine-tasks graph; median microseconds per frame, after
+/// as many frames of warm-up.
+fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool) -> f64 {
+    let deps = benchmark_dag();
+    let works = vec![work; deps.len()];
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, timed);
+    for _ in 0..ROUNDS {
+        graph.run(pool, &()).unwrap();
+    }
+    median(
+        (0..ROUNDS)
+            .map(|_| {
+                let start = Instant::now();
+                graph.run(pool, &()).unwrap();
+                micros(start.elapsed())
+            })
+            .collect(),
+    )
+}
+
 fn main() {
-    println!("{NODES} nodes of busy work, medians of {ROUNDS} rounds");
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    println!("{NODES} nodes of busy work, medians of {ROUNDS} rounds (µs)");
+    println!("over one thread / 2: (time - one thread / 2) per node, in ns");
     println!(
-        "{:>10} {:>12} {:>12} {:>9} {:>16} {:>22}",
-        "per node", "one thread", "two threads", "speed-up", "DAG, fixed", "over one thread / 2"
+        "{:>8} {:>10} {:>10} {:>8} {:>16} {:>22} {:>22}",
+        "per node",
+        "one thread",
+        "two threads",
+        "speed-up",
+        "DAG, fixed (over)",
+        "engine-tasks (over)",
+        "untimed (over)"
     );
     for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
         let one = one_thread(work);
         let two = two_threads(work);
+        let over = |time: f64| (time - one / 2.0) * 1000.0 / NODES as f64;
         let dag = fixed_dag(work);
-        let per_node = (dag - one / 2.0) * 1000.0 / NODES as f64;
+        let timed = engine_tasks_dag(&pool, work, true);
+        let untimed = engine_tasks_dag(&pool, work, false);
         println!(
-            "{:>7} ns {:>9.1} µs {:>9.1} µs {:>8.2}x {:>13.1} µs {:>15.0} ns/node",
+            "{:>5} ns {:>10.1} {:>11.1} {:>7.2}x {:>9.1} ({:>4.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0})",
             nanos,
             one,
             two,
             one / two,
             dag,
-            per_node
+            over(dag),
+            timed,
+            over(timed),
+            untimed,
+            over(untimed),
         );
     }
 }
