@@ -28,7 +28,9 @@
 //! -- [nanoseconds of work per node, default 1000]`
 
 use engine_tasks::{FrameStats, Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_of, median, threads, Work};
+use engine_tasks_benches::{
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Work,
+};
 
 const FRAMES: usize = 16_000;
 const WARM_UP: usize = 500;
@@ -78,30 +80,6 @@ fn breakdown(stats: &FrameStats) -> Breakdown {
     }
     result.tail = wall - last_end;
     result
-}
-
-/// The makespan, in node times, of a greedy two-thread schedule of `deps`
-/// with equal node times and no scheduling cost (ready nodes taken in index
-/// order): whether the DAG's shape alone keeps two threads from reaching
-/// half the sequential time.
-fn ideal_steps(deps: &[Vec<usize>]) -> usize {
-    let mut finished_at = vec![usize::MAX; deps.len()];
-    let mut done = 0;
-    let mut step = 0;
-    while done < deps.len() {
-        let ready: Vec<usize> = (0..deps.len())
-            .filter(|&i| {
-                finished_at[i] == usize::MAX && deps[i].iter().all(|&d| finished_at[d] <= step)
-            })
-            .take(2)
-            .collect();
-        step += 1;
-        for i in ready {
-            finished_at[i] = step;
-            done += 1;
-        }
-    }
-    step
 }
 
 fn main() {
@@ -156,7 +134,7 @@ fn main() {
     println!("tail        {:8.1}", of(|b| b.tail));
     println!(
         "a greedy two-thread schedule with no cost takes {} node times for {} nodes",
-        ideal_steps(&deps),
+        greedy_two_thread_schedule(&deps)[0].len(),
         deps.len()
     );
 }

@@ -79,11 +79,17 @@ fn paced(mut frame: impl FnMut()) -> (f64, f64, f64) {
         let own_start = own_cpu();
         sleep_until_next();
         own_gaps += own_cpu() - own_start;
-        others_gaps += others_cpu().saturating_sub(others_start);
+        others_gaps += others_cpu() - others_start;
     }
     let seconds = wall.elapsed().as_secs_f64();
+    let mut threads_after = process_threads();
+    threads_after.retain(|&t| t != me);
+    assert_eq!(
+        threads_after, others,
+        "threads started or ended while measuring: the CPU sums would miss them"
+    );
     let per_second = |nanos: u64| nanos as f64 / 1e6 / seconds;
-    let all = (own_cpu() + others_cpu()).saturating_sub(before);
+    let all = own_cpu() + others_cpu() - before;
     (
         per_second(all),
         per_second(own_gaps + others_gaps),
@@ -91,9 +97,9 @@ fn paced(mut frame: impl FnMut()) -> (f64, f64, f64) {
     )
 }
 
-/// The ids of the process's threads.
+/// The ids of the process's threads, sorted.
 fn process_threads() -> Vec<libc::pid_t> {
-    std::fs::read_dir("/proc/self/task")
+    let mut threads: Vec<libc::pid_t> = std::fs::read_dir("/proc/self/task")
         .expect("procfs")
         .map(|entry| {
             let name = entry.expect("a task entry").file_name();
@@ -101,7 +107,9 @@ fn process_threads() -> Vec<libc::pid_t> {
                 .and_then(|n| n.parse().ok())
                 .expect("a thread id")
         })
-        .collect()
+        .collect();
+    threads.sort_unstable();
+    threads
 }
 
 /// CPU time of thread `tid` of this process, in nanoseconds, including its
@@ -118,10 +126,7 @@ fn thread_cpu_nanos_of(tid: libc::pid_t) -> u64 {
     // SAFETY: `time` is a valid timespec to write; an exited thread's clock
     // makes the call fail, which is checked.
     let result = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut time) };
-    if result != 0 {
-        // The thread exited: it uses no more CPU.
-        return 0;
-    }
+    assert_eq!(result, 0, "thread {tid} exited while measured");
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 

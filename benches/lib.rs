@@ -197,6 +197,46 @@ pub fn graph_of(
     b.build().expect("a valid DAG")
 }
 
+/// The greedy two-thread schedule of `deps` (where `deps[i]` names only
+/// nodes before `i`) for nodes of equal time and no scheduling cost: at
+/// each step each thread takes the ready node with the longest chain of
+/// nodes after it. Returns each thread's nodes in order; the first thread
+/// runs a node at every step, so its list's length is the makespan in node
+/// times.
+pub fn greedy_two_thread_schedule(deps: &[Vec<usize>]) -> [Vec<usize>; 2] {
+    let n = deps.len();
+    let mut successors = vec![Vec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &d in d {
+            successors[d].push(i);
+        }
+    }
+    // Nodes only depend on earlier ones (benchmark_dag builds layers).
+    let mut chain = vec![1usize; n];
+    for i in (0..n).rev() {
+        chain[i] += successors[i].iter().map(|&s| chain[s]).max().unwrap_or(0);
+    }
+    let mut pending: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+    let mut lists = [Vec::new(), Vec::new()];
+    while !ready.is_empty() {
+        ready.sort_by_key(|&i| (std::cmp::Reverse(chain[i]), i));
+        let step: Vec<usize> = ready.drain(..ready.len().min(2)).collect();
+        for (thread, &i) in step.iter().enumerate() {
+            lists[thread].push(i);
+        }
+        for &i in &step {
+            for &s in &successors[i] {
+                pending[s] -= 1;
+                if pending[s] == 0 {
+                    ready.push(s);
+                }
+            }
+        }
+    }
+    lists
+}
+
 /// The median of `values` (the upper one of an even count).
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);

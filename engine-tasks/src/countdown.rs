@@ -159,13 +159,13 @@ mod loom_models {
         });
     }
 
-    /// A frame run alone (`release_alone`) between two shared ones, for a
+    /// A shared frame between two frames run alone (`release_alone`), for a
     /// node with two dependencies. In frame 2 one dependency runs on a
     /// thread already running, which gets it as from a queue: a release
-    /// store after the alone frame, an acquire load before it counts.
-    /// Frame 3 runs alone after that thread joined, as after a frame's
-    /// latch. In each frame exactly one release owns the node and it sees
-    /// every result.
+    /// store after frame 1, an acquire load before it counts. Frame 3 runs
+    /// alone after that thread joined, as after a frame's latch. In each
+    /// frame exactly one release owns the node; in frame 2 it sees both
+    /// results.
     ///
     /// Loom puts stores in modification order as they execute, so it checks
     /// the counting across the two kinds of frame and the plain loads of a
@@ -206,6 +206,44 @@ mod loom_models {
             assert_eq!(owners.load(Ordering::Relaxed), 1, "frame 2");
             let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(3)).collect();
             assert_eq!(alone, [false, true], "frame 3");
+        });
+    }
+
+    /// A frame handed over between its two dependencies: the frame's thread
+    /// counts the first with `release_alone`, then hands the second over as
+    /// a queue does (release store, acquire load); the thread that runs it
+    /// counts with `release`, owns the node, and sees the first result.
+    #[test]
+    fn a_frame_handed_over_between_two_releases() {
+        loom::model(|| {
+            let countdown = Arc::new(Countdown::new(2));
+            let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
+            let owners = Arc::new(AtomicUsize::new(0));
+            let handed_over = Arc::new(AtomicUsize::new(0));
+            let other = {
+                let (countdown, results, owners, handed_over) = (
+                    countdown.clone(),
+                    results.clone(),
+                    owners.clone(),
+                    handed_over.clone(),
+                );
+                thread::spawn(move || {
+                    // Acquire: pairs with the release store below, as a
+                    // steal pairs with a push.
+                    while handed_over.load(Ordering::Acquire) == 0 {
+                        thread::yield_now();
+                    }
+                    finish(&countdown, &results[..], &owners, 1, 1);
+                })
+            };
+            // Relaxed: published by the hand-over below.
+            results[0].store(1, Ordering::Relaxed);
+            assert!(!countdown.release_alone(1), "the first of two releases");
+            // Release: pairs with the acquire load above.
+            handed_over.store(1, Ordering::Release);
+            other.join().unwrap();
+            // Relaxed: the join ordered the other thread's release.
+            assert_eq!(owners.load(Ordering::Relaxed), 1);
         });
     }
 }

@@ -614,11 +614,14 @@ impl<'a> Local<'a> {
 
     /// Nothing to run: spin briefly, announce idle, look once more, park.
     ///
-    /// A free worker (`waiting` false) that runs out of work between two
-    /// frames of a frame loop instead waits for the next frame as long as the
-    /// loop asked (`Shared::linger_ticks`, zero for a paced loop), then
-    /// parks. A thread waiting for a target (`join`, `scope`, a frame) keeps
-    /// the short spin: its target may finish on another thread any moment.
+    /// A free worker (`waiting` false) that runs out of work while a shared
+    /// task-graph frame runs first keeps looking for the frame's next nodes,
+    /// for up to `Shared::in_frame_wait_ticks`. One that runs out between
+    /// two frames of a frame loop instead waits for the next frame as long
+    /// as the loop asked (`Shared::linger_ticks`, zero for a paced loop),
+    /// then parks. A thread waiting for a target (`join`, `scope`, a frame)
+    /// keeps the short spin: its target may finish on another thread any
+    /// moment.
     fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
         let ended_frame = self.ended_frame.replace(false);
@@ -626,39 +629,42 @@ impl<'a> Local<'a> {
             Some(found) => Some(Idle::Found(found)),
             None => stop().then_some(Idle::Stopped),
         };
+        // Looks every 32 pause instructions until `ticks` passed or
+        // `going_on` says no.
+        let poll = |ticks: u64, going_on: &dyn Fn() -> bool| {
+            let deadline = clock::ticks().saturating_add(ticks);
+            while clock::ticks() < deadline && going_on() {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+                if let Some(idle) = look() {
+                    return Some(idle);
+                }
+            }
+            None
+        };
         let in_frame_wait = self.shared.in_frame_wait_ticks();
         if !waiting && !ended_frame && in_frame_wait > 0 {
             // During a shared frame the frame's next nodes are usually
             // microseconds away (a layer boundary of the graph), while a park
             // and its wake-up cost about 10 µs of CPU and 5 µs of latency
-            // here; so look again every few pauses, for a bounded time,
-            // while the frame runs. Then go on as below.
-            let deadline = clock::ticks().saturating_add(in_frame_wait);
-            while clock::ticks() < deadline && self.shared.in_shared_frame() {
-                for _ in 0..32 {
-                    std::hint::spin_loop();
-                }
-                if let Some(idle) = look() {
-                    return idle;
-                }
+            // here; so keep looking, for a bounded time, while the frame
+            // runs. Then go on as below.
+            if let Some(idle) = poll(in_frame_wait, &|| self.shared.in_shared_frame()) {
+                return idle;
             }
         }
         if !waiting && (ended_frame || self.shared.between_frames()) {
             // Between frames: wait for the next one only as long as the frame
-            // loop asked (registry.rs), polling with pause instructions.
-            let deadline = clock::ticks().saturating_add(self.shared.linger_ticks());
-            while clock::ticks() < deadline {
-                for _ in 0..32 {
-                    std::hint::spin_loop();
-                }
-                if let Some(idle) = look() {
-                    return idle;
-                }
+            // loop asked (registry.rs).
+            if let Some(idle) = poll(self.shared.linger_ticks(), &|| true) {
+                return idle;
             }
         } else {
             // A short bounded spin (at most 63 pause instructions in all) so
             // that a task pushed a moment later is taken without a sleep/wake
-            // round trip; never yields or spins beyond this.
+            // round trip; beyond the waits above, never yields or spins
+            // longer.
             let backoff = Backoff::new();
             for _ in 0..6 {
                 backoff.spin();

@@ -4,7 +4,8 @@
 //!
 //! Each finishing dependency counts the node's `pending` countdown once
 //! (`countdown.rs`); the last one owns the node's single [`TaskRef`] for the
-//! frame and either runs it next on its own thread or queues it. So every
+//! frame and either runs it next on its own thread or queues it (in a frame
+//! run alone, `alone.rs`, it puts it in a private list instead). So every
 //! node runs once per frame, after all of its dependencies, and its body (an
 //! `FnMut`) is never entered by two threads at once.
 //!
@@ -96,8 +97,8 @@ const LINGER_GAP_NANOS: f64 = 20_000.0;
 const IN_FRAME_WAIT_NANOS: f64 = 20_000.0;
 
 /// By default a frame is shared, and threads linger between frames, only
-/// if besides [`WAKE_WORTH_NANOS`] the nodes average at least this much (measured, or for an untimed graph the frame's wall time per
-/// node). Lighter nodes cost about as much to hand between cores as to run:
+/// if besides [`WAKE_WORTH_NANOS`] the nodes average at least this much
+/// (measured, or for an untimed graph the frame's wall time per node). Lighter nodes cost about as much to hand between cores as to run:
 /// a node hand-off between threads costs 80-130 ns here, and the 0 ns case
 /// of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs with a
 /// worker in it.
@@ -363,7 +364,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             rate: TickRate::new(),
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
-            waking: true,
+            // The first frame starts alone, and hands over after its first
+            // node if that shows the frame is worth a second thread.
+            waking: false,
             share_above,
             ready_alone: ReadyAlone::new(lane_of, order),
             last_end_tick: None,
@@ -424,6 +427,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let alone = (!self.waking).then_some(&mut self.ready_alone);
         let (nanos_per_tick, share_above) = (self.rate.nanos_per_tick(), self.share_above);
         let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
+        let (timed, first_frame) = (shared.timed, number == 0);
         let frame_span = instrument::frame(number);
         pool_shared.frame_began();
         let mut sharing = FrameSharing::Alone;
@@ -440,11 +444,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 let shared = unsafe { graph.as_ref() };
                 let _guard = AbortOnUnwind("while task-graph nodes were queued");
                 let sharing = if let Some(ready) = alone {
-                    let hand_over = (pool_shared.worker_count() > 0).then_some(HandOverRule {
-                        share_above,
-                        start_tick,
-                        nanos_per_tick,
-                        in_frame_wait_ticks,
+                    let check_every = if timed || first_frame {
+                        1
+                    } else {
+                        alone::CHECK_EVERY
+                    };
+                    let hand_over = (pool_shared.worker_count() > 0).then(|| {
+                        HandOverRule::new(
+                            share_above,
+                            start_tick,
+                            nanos_per_tick,
+                            in_frame_wait_ticks,
+                            check_every,
+                        )
                     });
                     let sharing = shared.run_alone(roots, ready, local, hand_over);
                     if sharing == FrameSharing::Alone {
@@ -453,7 +465,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     sharing
                 } else {
                     pool_shared.frame_shared(in_frame_wait_ticks);
-                    shared.queue_roots(roots, local, pool_shared);
+                    shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
                     FrameSharing::Shared
                 };
                 if let Some(local) = local {
@@ -591,9 +603,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
     }
 
-    /// Decides whether queueing a node wakes sleeping threads next frame
-    /// (see [`WAKE_WORTH_NANOS`]): by the smoothed total node time of a timed
-    /// graph, or by this frame's wall time for an untimed one.
+    /// Decides whether the next frame is shared (its nodes queued, waking
+    /// sleeping threads) or runs alone (see [`ShareThreshold`]): by the
+    /// smoothed total node time of a timed graph, or by this frame's wall
+    /// time for an untimed one.
     fn update_wakes(&mut self, wall: Duration) {
         let nanos = if self.shared_mut().timed && self.frames > 1 {
             self.estimate.iter().sum::<u64>() as f64 * self.rate.nanos_per_tick()
@@ -695,23 +708,31 @@ struct FrameView<'f, C: ?Sized> {
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
-    /// Queues the roots of a frame shared with other threads, most urgent
-    /// first, with one wake-up per lane.
-    fn queue_roots(
+    /// Queues ready nodes (a shared frame's roots, or what a frame run
+    /// alone hands over) for any thread, in the order given, with one
+    /// wake-up per lane: by the nodes' `wakes` flags, or for every lane
+    /// with `wake_all`. Pinned nodes go to the inbox, which the frame's
+    /// thread (the caller) drains while it waits.
+    fn queue_ready(
         &self,
-        roots: &[u32],
+        nodes: impl Iterator<Item = u32>,
         local: Option<&Local<'_>>,
         pool: &crate::registry::Shared,
+        wake_all: bool,
     ) {
         let mut pushed = Pushed::default();
-        for &root in roots {
-            let node = &self.nodes[root as usize];
-            let task = self.task(root);
+        for index in nodes {
+            let node = &self.nodes[index as usize];
+            let task = self.task(index);
             if node.pinned {
                 self.inbox.push(task);
             } else if let Some(local) = local {
                 local.push_quiet(node.lane, task);
-                pushed.add(node);
+                if wake_all {
+                    pushed.add_waking(node.lane);
+                } else {
+                    pushed.add(node);
+                }
             } else {
                 pool.inject_structured(node.lane, task);
             }
@@ -750,7 +771,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         let state = &self.states[index as usize];
         // Relaxed: set before a dependency's AcqRel count, which the last
         // count acquired; with a single dependency, set before it handed
-        // the node over (run inline, or queued).
+        // the node over (run inline, or queued); in a frame run alone, set
+        // by this thread, or before the hand-over's queue push.
         if state.poisoned_in.load(Ordering::Relaxed) == frame.epoch {
             return false;
         }
@@ -808,7 +830,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         let state = &self.states[to as usize];
         if !ok {
             // Relaxed: published by the count below (or, for a single
-            // dependency, by handing the node over).
+            // dependency, by handing the node over; in a frame run alone,
+            // read by this thread or after the hand-over's queue push).
             state.poisoned_in.store(epoch, Ordering::Relaxed);
         }
         let last = if alone {
@@ -1013,7 +1036,43 @@ unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 #[cfg(test)]
 mod tests {
     use super::{linger_ticks, ShareThreshold};
+    use crate::{FrameSharing, Lane, Pool, TaskGraph};
     use std::time::Duration;
+
+    /// With zero thresholds every frame is shared, the first one handed
+    /// over after its first node; a shared frame is announced to idle
+    /// threads (they wait in it before parking) only while it runs, also
+    /// when a node panics.
+    #[test]
+    fn shared_frames_are_announced_only_while_they_run() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let handle = pool.handle();
+        let mut b = TaskGraph::<()>::builder();
+        b.share_above(Duration::ZERO, Duration::ZERO);
+        b.node("a", Lane::FrameCritical, |_| {});
+        b.node("b", Lane::FrameCritical, |cx| {
+            assert!(cx.frame() != 2, "a node panics in frame 2");
+        })
+        .after(["a"]);
+        b.node("c", Lane::FrameCritical, |_| {}).after(["a"]);
+        let mut graph = b.build().unwrap();
+        for frame in 0..5 {
+            let sharing = match graph.run(&handle, &()) {
+                Ok(stats) => stats.sharing(),
+                Err(error) => {
+                    assert_eq!(frame, 2, "{error}");
+                    graph.last_frame().sharing()
+                }
+            };
+            let expected = if frame == 0 {
+                FrameSharing::HandedOver
+            } else {
+                FrameSharing::Shared
+            };
+            assert_eq!(sharing, expected, "frame {frame}");
+            assert!(!handle.shared().in_shared_frame(), "frame {frame}");
+        }
+    }
 
     #[test]
     fn only_frames_of_enough_work_in_heavy_enough_nodes_wake_a_thread() {

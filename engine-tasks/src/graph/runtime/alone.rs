@@ -8,16 +8,19 @@
 //! take part, so none has to be told about anything. On the 256-node
 //! benchmark graph with empty nodes this halves the frame (see the README).
 //!
-//! A frame can turn out heavier than the ones before it. Every
-//! [`CHECK_EVERY`] nodes the thread checks the time the frame has taken so
-//! far against the same rule; once it says yes, the thread *hands over*:
-//! it counts down the frame's latch for the sinks that already ran, queues
-//! every ready node in the pool (most urgent first, waking a thread), and
-//! then waits for the frame like any shared frame. From there on other
-//! threads count with `release`, which the queues' release/acquire order
-//! after this thread's plain counts. Nodes queued by a handed-over frame
-//! wake no further threads (their `wakes` flags change only between
-//! frames); the next frame decides anew.
+//! A frame can turn out heavier than the ones before it, and a graph's
+//! first frame has nothing before it (so it starts alone too). After every
+//! node of a timed graph or of a first frame, and every [`CHECK_EVERY`]
+//! nodes otherwise, the thread checks the time the frame has taken so far
+//! against the same rule; once it says yes, the thread *hands over*: it
+//! counts down the frame's latch for the sinks that already ran, queues
+//! every ready node in the pool (most urgent first, waking a thread per
+//! lane), and then waits for the frame like any shared frame. From there on
+//! every thread counts with `release`; the queues' release/acquire pairs
+//! order this thread's plain counts before them. The nodes released later
+//! in a handed-over frame wake threads by their `wakes` flags, which change
+//! only between frames (a woken thread that finds more work still hands the
+//! search on); the next frame decides anew.
 //!
 //! States: *alone* (a node runs or the lists hold ready nodes) → either
 //! *done* (the lists are empty: every node ran, as the graph is a DAG and
@@ -32,20 +35,53 @@ use crate::registry;
 use crate::worker::Local;
 use std::collections::VecDeque;
 
-/// How many nodes run between two looks at the clock: a tick read costs
+/// How many nodes of an untimed graph run between two looks at the clock
+/// (a timed graph reads it after every node anyway): a tick read costs
 /// about 17 ns on the development VM, so a look every 32 nodes costs under
 /// 1 ns per node, and a frame that turns heavy is handed over within 32
-/// node times.
-const CHECK_EVERY: u32 = 32;
+/// node times. An untimed graph of fewer nodes never hands over; its next
+/// frame is shared if this one's wall time says so.
+pub(super) const CHECK_EVERY: u32 = 32;
 
 /// When a frame run alone hands over: once the time since `start_tick`
 /// passes `share_above` for the nodes run so far.
 pub(super) struct HandOverRule {
-    pub(super) share_above: ShareThreshold,
-    pub(super) start_tick: u64,
-    pub(super) nanos_per_tick: f64,
+    start_tick: u64,
+    /// The [`ShareThreshold`] in ticks: the frame's work, and a node's.
+    frame_ticks: u64,
+    node_ticks: u64,
     /// For `registry::Shared::frame_shared`.
-    pub(super) in_frame_wait_ticks: u64,
+    in_frame_wait_ticks: u64,
+    /// Look after every this many nodes (1, or [`CHECK_EVERY`]).
+    check_every: u32,
+}
+
+impl HandOverRule {
+    pub(super) fn new(
+        share_above: ShareThreshold,
+        start_tick: u64,
+        nanos_per_tick: f64,
+        in_frame_wait_ticks: u64,
+        check_every: u32,
+    ) -> Self {
+        // Float to integer casts saturate: `Duration::MAX` stays out of
+        // reach.
+        let ticks = |nanos: f64| (nanos / nanos_per_tick).ceil() as u64;
+        HandOverRule {
+            start_tick,
+            frame_ticks: ticks(share_above.frame_nanos),
+            node_ticks: ticks(share_above.node_nanos),
+            in_frame_wait_ticks,
+            check_every,
+        }
+    }
+
+    /// [`ShareThreshold::worth_a_second_thread`] for the frame so far, at
+    /// tick `now` after `ran` nodes, in integers.
+    fn says_hand_over(&self, now: u64, ran: u32) -> bool {
+        let elapsed = now.wrapping_sub(self.start_tick);
+        elapsed >= self.frame_ticks && elapsed >= self.node_ticks.saturating_mul(u64::from(ran))
+    }
 }
 
 /// The ready nodes of a frame run alone, per lane. Each list has room for
@@ -105,6 +141,11 @@ impl ReadyAlone {
     fn is_empty(&self) -> bool {
         self.lanes.iter().all(VecDeque::is_empty)
     }
+
+    /// Empties the lists, most urgent lane first, each most urgent first.
+    fn drain(&mut self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::from_fn(move || self.pop().map(|(index, _)| index))
+    }
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
@@ -155,13 +196,9 @@ impl<C: ?Sized + Sync> Shared<C> {
             let Some(rule) = hand_over.as_ref() else {
                 continue;
             };
-            if ran % CHECK_EVERY == 0 && !ready.is_empty() {
-                let ticks = clock::ticks().wrapping_sub(rule.start_tick);
-                let elapsed = ticks as f64 * rule.nanos_per_tick;
-                if rule
-                    .share_above
-                    .worth_a_second_thread(elapsed, ran as usize)
-                {
+            if ran % rule.check_every == 0 && !ready.is_empty() {
+                let now = if timed { end } else { clock::ticks() };
+                if rule.says_hand_over(now, ran) {
                     let pool = frame.pool.shared();
                     pool.frame_shared(rule.in_frame_wait_ticks);
                     self.hand_over(ready, sinks_done, local, pool);
@@ -190,24 +227,34 @@ impl<C: ?Sized + Sync> Shared<C> {
             // each reaches a sink.
             self.done.count_down_by(sinks_done);
         }
-        for lane in Lane::ALL {
-            let mut queued = false;
-            while let Some(index) = ready.pop_in(lane) {
-                let task = self.task(index);
-                if self.nodes[index as usize].pinned {
-                    // The frame's thread (this one) drains the inbox while
-                    // it waits, so it needs no wake-up.
-                    self.inbox.push(task);
-                } else if let Some(local) = local {
-                    local.push_quiet(lane, task);
-                    queued = true;
-                } else {
-                    pool.inject_structured(lane, task);
-                }
-            }
-            if let Some(local) = local.filter(|_| queued) {
-                local.notify_pushed(lane, true);
-            }
+        self.queue_ready(ready.drain(), local, pool, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HandOverRule, ShareThreshold};
+    use std::time::Duration;
+
+    #[test]
+    fn the_hand_over_rule_is_the_share_threshold_in_ticks() {
+        let default = ShareThreshold::default();
+        // 1 ns per tick; the frame started at tick 1,000.
+        let rule = HandOverRule::new(default, 1_000, 1.0, 0, 1);
+        for (elapsed, ran) in [(19_999, 10), (20_000, 100), (20_000, 101), (50_000, 250)] {
+            assert_eq!(
+                rule.says_hand_over(1_000 + elapsed, ran),
+                default.worth_a_second_thread(elapsed as f64, ran as usize),
+                "{elapsed} ns after {ran} nodes"
+            );
         }
+        assert!(rule.says_hand_over(21_000, 100));
+        assert!(!rule.says_hand_over(21_000, 101));
+        // 3 ticks per ns.
+        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 0, 1);
+        assert!(!rule.says_hand_over(59_999, 1));
+        assert!(rule.says_hand_over(60_000, 1));
+        let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
+        assert!(!HandOverRule::new(never, 0, 1.0, 0, 1).says_hand_over(1 << 62, 1));
     }
 }
