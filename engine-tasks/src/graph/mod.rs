@@ -40,10 +40,12 @@
 //! Handing a node to another core costs about 100 ns here, so a frame of
 //! light nodes ends sooner on one thread. When the frames before were not
 //! worth a second thread (under 20 µs of work, or nodes under 200 ns on
-//! average), the frame's thread runs the next frame alone: ready nodes stay
-//! in a private list, and nothing is queued or counted atomically. If such
-//! a frame turns out heavy by the same rule, checked every 32 nodes, the
-//! thread queues the rest in the pool and waits like any shared frame.
+//! average), and for a graph's first frame, the frame's thread runs the
+//! frame alone: ready nodes stay in a private list, and nothing is queued
+//! or counted atomically. If such a frame turns out heavy by the same rule,
+//! checked after every node (every 32 nodes of an untimed graph after its
+//! first frame), the thread queues the rest in the pool and waits like any
+//! shared frame.
 //! [`FrameStats::sharing`] says which way a frame ran.
 //!
 //! # What the frame's thread runs while it waits
