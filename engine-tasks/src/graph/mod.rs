@@ -299,10 +299,11 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// When frames share their nodes with other threads (see "Frames run
     /// alone" above): a frame is shared when the frames before it took at
     /// least `frame_work` of node time (of wall time, untimed) and their
-    /// nodes averaged at least `node_work`; otherwise the frame's thread
-    /// runs it alone, and hands the rest over once the frame passes both.
-    /// Default: 20 µs and 200 ns, measured on the 2-core development VM
-    /// (see `graph/runtime.rs`). Zero for both shares every frame;
+    /// nodes averaged at least `node_work`; otherwise (and in the first
+    /// frame) the frame's thread runs it alone, and hands the rest over
+    /// once the frame passes both. Default: 20 µs and 200 ns, measured on
+    /// the 2-core development VM (see `graph/runtime.rs`). Zero for both
+    /// shares every frame (the first from its second node on);
     /// [`Duration::MAX`] for either runs every frame alone.
     pub fn share_above(&mut self, frame_work: Duration, node_work: Duration) -> &mut Self {
         self.share_above = ShareThreshold::new(frame_work, node_work);
