@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::spin_for;
+
 /// A small deterministic generator (xorshift64*), so failures replay.
 struct Rng(u64);
 
@@ -56,6 +59,28 @@ impl Log {
 /// average: far above the logging bodies, also in debug builds.
 const SHARE_ABOVE: (Duration, Duration) = (Duration::from_micros(100), Duration::from_micros(5));
 
+/// The body of node `i`: spins `spin_nanos`, notes the thread that ran it
+/// (a `pinned` node must run on the frame's), counts the run and records
+/// when it finished.
+fn logging_node(
+    i: usize,
+    pinned: bool,
+) -> impl FnMut(&engine_tasks::NodeContext<'_, Log>) + Send + 'static {
+    move |cx| {
+        let log = cx.data();
+        spin_for(Duration::from_nanos(log.spin_nanos.load(Ordering::Relaxed)));
+        if Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
+            log.off_thread.fetch_add(1, Ordering::Relaxed);
+            if pinned {
+                log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        log.runs[i].fetch_add(1, Ordering::Relaxed);
+        let t = log.clock.fetch_add(1, Ordering::SeqCst);
+        log.finished_at[i].store(t, Ordering::SeqCst);
+    }
+}
+
 fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
     let mut builder = TaskGraph::<Log>::builder();
     builder.share_above(SHARE_ABOVE.0, SHARE_ABOVE.1);
@@ -80,19 +105,7 @@ fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>
     for &i in &declare {
         let pinned = rng.below(8) == 0;
         let lane = Lane::ALL[rng.below(2) as usize];
-        let body = move |cx: &engine_tasks::NodeContext<'_, Log>| {
-            let log = cx.data();
-            spin_for(Duration::from_nanos(log.spin_nanos.load(Ordering::Relaxed)));
-            if Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
-                log.off_thread.fetch_add(1, Ordering::Relaxed);
-                if pinned {
-                    log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            log.runs[i].fetch_add(1, Ordering::Relaxed);
-            let t = log.clock.fetch_add(1, Ordering::SeqCst);
-            log.finished_at[i].store(t, Ordering::SeqCst);
-        };
+        let body = logging_node(i, pinned);
         let node = if pinned {
             builder.main_thread_node(format!("n{i}"), body)
         } else {
@@ -184,19 +197,7 @@ fn light_frames_run_alone_and_a_heavy_one_is_handed_over() {
         } else {
             vec![i - 8, (i / 8 - 1) * 8 + (i + 3) % 8]
         };
-        let body = move |cx: &engine_tasks::NodeContext<'_, Log>| {
-            let log = cx.data();
-            spin_for(Duration::from_nanos(log.spin_nanos.load(Ordering::Relaxed)));
-            if Some(thread::current().id()) != *log.frame_thread.lock().unwrap() {
-                log.off_thread.fetch_add(1, Ordering::Relaxed);
-                if i == n - 1 {
-                    log.pinned_off_thread.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            log.runs[i].fetch_add(1, Ordering::Relaxed);
-            let t = log.clock.fetch_add(1, Ordering::SeqCst);
-            log.finished_at[i].store(t, Ordering::SeqCst);
-        };
+        let body = logging_node(i, i == n - 1);
         let node = if i == n - 1 {
             builder.main_thread_node(format!("n{i}"), body)
         } else {
@@ -446,13 +447,6 @@ fn background_work_spans_frames_without_blocking_them() {
         thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(result.load(Ordering::SeqCst), 99);
-}
-
-fn spin_for(d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        std::hint::spin_loop();
-    }
 }
 
 /// With the frame's thread as the only thread, the run order is the

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 mod common;
-use common::fib;
+use common::{fib, spin_for};
 
 struct Counting;
 
@@ -114,12 +114,9 @@ fn world_graph() -> TaskGraph<World> {
             };
             let body = move |cx: &engine_tasks::NodeContext<'_, World>| {
                 let world = cx.data();
-                let spin =
-                    std::time::Duration::from_nanos(world.spin_nanos.load(Ordering::Relaxed));
-                let start = std::time::Instant::now();
-                while start.elapsed() < spin {
-                    std::hint::spin_loop();
-                }
+                spin_for(std::time::Duration::from_nanos(
+                    world.spin_nanos.load(Ordering::Relaxed),
+                ));
                 if i == 9 {
                     cx.pool().parallel_for(0..world.values.len(), 64, |j| {
                         world.values[j].fetch_add(1, Ordering::Relaxed);
