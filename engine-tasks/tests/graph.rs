@@ -622,3 +622,38 @@ fn a_graph_can_run_inside_a_task() {
         .unwrap();
     assert!(handle.join().unwrap());
 }
+
+/// A frame whose thread is the pool's only worker never hands over, even
+/// when the rule says it is worth a second thread: nobody could help. (The
+/// graph's first frame starts alone; with zero thresholds it would hand
+/// over after its first node.)
+#[test]
+fn the_only_worker_never_hands_a_frame_over() {
+    let pool = Arc::new(Pool::builder().threads(1).build().unwrap());
+    let inner = pool.clone();
+    // The result comes back through a channel, not a join: a joining
+    // thread could take the task itself, and then the worker could help.
+    let (send, receive) = std::sync::mpsc::channel();
+    let _handle = pool
+        .spawn(Lane::Normal, move || {
+            let mut b = TaskGraph::<AtomicUsize>::builder();
+            b.share_above(Duration::ZERO, Duration::ZERO);
+            for i in 0..40 {
+                let node = b.node(format!("n{i}"), Lane::FrameCritical, |cx| {
+                    cx.data().fetch_add(1, Ordering::Relaxed);
+                });
+                if i >= 2 {
+                    node.after([format!("n{}", i - 2)]);
+                }
+            }
+            let mut graph = b.build().unwrap();
+            let runs = AtomicUsize::new(0);
+            let first = graph.run(&inner, &runs).unwrap().sharing();
+            for _ in 0..2 {
+                graph.run(&inner, &runs).unwrap();
+            }
+            send.send((first, runs.load(Ordering::Relaxed))).unwrap();
+        })
+        .unwrap();
+    assert_eq!(receive.recv().unwrap(), (FrameSharing::Alone, 120));
+}

@@ -449,7 +449,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     } else {
                         alone::CHECK_EVERY
                     };
-                    let hand_over = (pool_shared.worker_count() > 0).then(|| {
+                    // Only if a worker other than this thread could help.
+                    let workers = pool_shared.worker_count();
+                    let this_is_a_worker = local.is_some_and(|l| l.index() < workers);
+                    let others = workers - usize::from(this_is_a_worker);
+                    let hand_over = (others > 0).then(|| {
                         HandOverRule::new(
                             share_above,
                             start_tick,
