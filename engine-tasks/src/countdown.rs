@@ -159,6 +159,32 @@ mod loom_models {
         });
     }
 
+    /// A thread that, once `handed_over` is set, finishes dependency `i`
+    /// in frame `epoch`: it gets the dependency as from a queue.
+    fn finish_once_handed_over(
+        countdown: &Arc<Countdown>,
+        results: &Arc<[AtomicUsize; 2]>,
+        owners: &Arc<AtomicUsize>,
+        handed_over: &Arc<AtomicUsize>,
+        i: usize,
+        epoch: u64,
+    ) -> thread::JoinHandle<()> {
+        let (countdown, results, owners, handed_over) = (
+            countdown.clone(),
+            results.clone(),
+            owners.clone(),
+            handed_over.clone(),
+        );
+        thread::spawn(move || {
+            // Acquire: pairs with the hand-over's release store, as a steal
+            // pairs with a push.
+            while handed_over.load(Ordering::Acquire) == 0 {
+                thread::yield_now();
+            }
+            finish(&countdown, &results[..], &owners, i, epoch);
+        })
+    }
+
     /// A shared frame between two frames run alone (`release_alone`), for a
     /// node with two dependencies. In frame 2 one dependency runs on a
     /// thread already running, which gets it as from a queue: a release
@@ -180,22 +206,8 @@ mod loom_models {
             let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
             let owners = Arc::new(AtomicUsize::new(0));
             let handed_over = Arc::new(AtomicUsize::new(0));
-            let dependency = {
-                let (countdown, results, owners, handed_over) = (
-                    countdown.clone(),
-                    results.clone(),
-                    owners.clone(),
-                    handed_over.clone(),
-                );
-                thread::spawn(move || {
-                    // Acquire: pairs with the release store below, as a
-                    // steal pairs with a push.
-                    while handed_over.load(Ordering::Acquire) == 0 {
-                        thread::yield_now();
-                    }
-                    finish(&countdown, &results[..], &owners, 0, 2);
-                })
-            };
+            let dependency =
+                finish_once_handed_over(&countdown, &results, &owners, &handed_over, 0, 2);
             let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(1)).collect();
             assert_eq!(alone, [false, true], "frame 1");
             // Release: pairs with the acquire load above.
@@ -220,22 +232,7 @@ mod loom_models {
             let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
             let owners = Arc::new(AtomicUsize::new(0));
             let handed_over = Arc::new(AtomicUsize::new(0));
-            let other = {
-                let (countdown, results, owners, handed_over) = (
-                    countdown.clone(),
-                    results.clone(),
-                    owners.clone(),
-                    handed_over.clone(),
-                );
-                thread::spawn(move || {
-                    // Acquire: pairs with the release store below, as a
-                    // steal pairs with a push.
-                    while handed_over.load(Ordering::Acquire) == 0 {
-                        thread::yield_now();
-                    }
-                    finish(&countdown, &results[..], &owners, 1, 1);
-                })
-            };
+            let other = finish_once_handed_over(&countdown, &results, &owners, &handed_over, 1, 1);
             // Relaxed: published by the hand-over below.
             results[0].store(1, Ordering::Relaxed);
             assert!(!countdown.release_alone(1), "the first of two releases");
