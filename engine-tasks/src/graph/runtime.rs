@@ -454,13 +454,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     let this_is_a_worker = local.is_some_and(|l| l.index() < workers);
                     let others = workers - usize::from(this_is_a_worker);
                     let hand_over = (others > 0).then(|| {
-                        HandOverRule::new(
-                            share_above,
-                            start_tick,
-                            nanos_per_tick,
-                            in_frame_wait_ticks,
-                            check_every,
-                        )
+                        HandOverRule::new(share_above, start_tick, nanos_per_tick, check_every)
                     });
                     let sharing = shared.run_alone(roots, ready, local, hand_over);
                     if sharing == FrameSharing::Alone {
@@ -468,10 +462,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     }
                     sharing
                 } else {
-                    pool_shared.frame_shared(in_frame_wait_ticks);
                     shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
                     FrameSharing::Shared
                 };
+                // Announced once its nodes are queued; `frame_unshared` below.
+                pool_shared.frame_shared(in_frame_wait_ticks);
                 if let Some(local) = local {
                     local.wait_frame(&shared.done, floor, &shared.inbox);
                 } else {

@@ -50,8 +50,6 @@ pub(super) struct HandOverRule {
     /// The [`ShareThreshold`] in ticks: the frame's work, and a node's.
     frame_ticks: u64,
     node_ticks: u64,
-    /// For `registry::Shared::frame_shared`.
-    in_frame_wait_ticks: u64,
     /// Look after every this many nodes (1, or [`CHECK_EVERY`]).
     check_every: u32,
 }
@@ -61,7 +59,6 @@ impl HandOverRule {
         share_above: ShareThreshold,
         start_tick: u64,
         nanos_per_tick: f64,
-        in_frame_wait_ticks: u64,
         check_every: u32,
     ) -> Self {
         // Float to integer casts saturate: `Duration::MAX` stays out of
@@ -71,7 +68,6 @@ impl HandOverRule {
             start_tick,
             frame_ticks: ticks(share_above.frame_nanos),
             node_ticks: ticks(share_above.node_nanos),
-            in_frame_wait_ticks,
             check_every,
         }
     }
@@ -175,6 +171,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         let mut sinks_done = 0;
         let mut start = now();
         let mut sharing = FrameSharing::Alone;
+        // The node count at which to look at the clock next.
+        let mut next_check = hand_over.as_ref().map_or(u32::MAX, |rule| rule.check_every);
         while let Some((index, lane)) = ready.pop() {
             if let Some(local) = local {
                 // The node's lane bounds what a wait inside it may run.
@@ -193,18 +191,18 @@ impl<C: ?Sized + Sync> Shared<C> {
                 .filter(|&s| self.release(index, s, ok, frame.epoch, true));
             ready.push_batch(released);
             ran += 1;
+            if ran < next_check {
+                continue;
+            }
             let Some(rule) = hand_over.as_ref() else {
                 continue;
             };
-            if ran % rule.check_every == 0 && !ready.is_empty() {
-                let now = if timed { end } else { clock::ticks() };
-                if rule.says_hand_over(now, ran) {
-                    let pool = frame.pool.shared();
-                    pool.frame_shared(rule.in_frame_wait_ticks);
-                    self.hand_over(ready, sinks_done, local, pool);
-                    sharing = FrameSharing::HandedOver;
-                    break;
-                }
+            next_check = ran.saturating_add(rule.check_every);
+            let now = if timed { end } else { clock::ticks() };
+            if !ready.is_empty() && rule.says_hand_over(now, ran) {
+                self.hand_over(ready, sinks_done, local, frame.pool.shared());
+                sharing = FrameSharing::HandedOver;
+                break;
             }
         }
         if let (Some(local), Some(lane)) = (local, thread_lane) {
@@ -240,7 +238,7 @@ mod tests {
     fn the_hand_over_rule_is_the_share_threshold_in_ticks() {
         let default = ShareThreshold::default();
         // 1 ns per tick; the frame started at tick 1,000.
-        let rule = HandOverRule::new(default, 1_000, 1.0, 0, 1);
+        let rule = HandOverRule::new(default, 1_000, 1.0, 1);
         for (elapsed, ran) in [(19_999, 10), (20_000, 100), (20_000, 101), (50_000, 250)] {
             assert_eq!(
                 rule.says_hand_over(1_000 + elapsed, ran),
@@ -251,10 +249,10 @@ mod tests {
         assert!(rule.says_hand_over(21_000, 100));
         assert!(!rule.says_hand_over(21_000, 101));
         // 3 ticks per ns.
-        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 0, 1);
+        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 1);
         assert!(!rule.says_hand_over(59_999, 1));
         assert!(rule.says_hand_over(60_000, 1));
         let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
-        assert!(!HandOverRule::new(never, 0, 1.0, 0, 1).says_hand_over(1 << 62, 1));
+        assert!(!HandOverRule::new(never, 0, 1.0, 1).says_hand_over(1 << 62, 1));
     }
 }
