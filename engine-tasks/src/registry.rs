@@ -258,8 +258,7 @@ impl Shared {
 
     /// Sets how long idle threads wait for the next frame (see the field).
     pub(crate) fn set_linger_ticks(&self, ticks: u64) {
-        // Relaxed: a hint, as in `frame_began`.
-        self.linger_ticks.store(ticks, Ordering::Relaxed);
+        store_if_moved(&self.linger_ticks, ticks);
     }
 
     pub(crate) fn linger_ticks(&self) -> u64 {
@@ -271,10 +270,9 @@ impl Shared {
     /// `frame_unshared`, threads that run out of work look for more for up
     /// to `wait_ticks` before they park.
     pub(crate) fn frame_shared(&self, wait_ticks: u64) {
-        // Relaxed, here and below: hints for how long an idle thread looks
+        store_if_moved(&self.in_frame_wait_ticks, wait_ticks);
+        // Relaxed, here and below: a hint for how long an idle thread looks
         // before it parks; the queues carry the tasks.
-        self.in_frame_wait_ticks
-            .store(wait_ticks, Ordering::Relaxed);
         self.shared_frames.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -489,5 +487,17 @@ impl Shared {
                         + usize::from(q.lifo.is_occupied())
                 })
                 .sum::<usize>()
+    }
+}
+
+/// Sets a tick count that frame loops set every frame, only when it moves
+/// by more than a sixteenth (tick rates sharpen frame by frame), so that
+/// frames do not dirty a line that idle threads read.
+fn store_if_moved(hint: &AtomicU64, ticks: u64) {
+    // Relaxed, both: a hint for how long idle threads wait, as in
+    // `frame_began`; the queues carry the tasks.
+    let current = hint.load(Ordering::Relaxed);
+    if current.abs_diff(ticks) > ticks / 16 {
+        hint.store(ticks, Ordering::Relaxed);
     }
 }
