@@ -251,6 +251,8 @@ pub(super) struct Runtime<C: ?Sized> {
     floor: Lane,
     /// Smoothed node times in clock ticks, and the priorities made of them.
     estimate: Box<[u64]>,
+    /// The sum of `estimate`.
+    estimate_total: u64,
     priority: Box<[u64]>,
     frames: u64,
     rate: TickRate,
@@ -359,6 +361,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             sinks,
             floor,
             estimate: vec![0; n].into(),
+            estimate_total: 0,
             priority: vec![0; n].into(),
             frames: 0,
             rate: TickRate::new(),
@@ -589,9 +592,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// Folds this frame's node times into the smoothed estimates
-    /// (exponential average, weight 1/4 for the newest frame).
+    /// (exponential average, weight 1/4 for the newest frame) and their sum.
     fn update_estimates(&mut self) {
         let first = self.frames == 1;
+        let mut total = 0;
         for (i, estimate) in self.estimate.iter_mut().enumerate() {
             let ticks = self.stats.ticks_of(i);
             *estimate = if first {
@@ -599,7 +603,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             } else {
                 *estimate - *estimate / 4 + ticks / 4
             };
+            total += *estimate;
         }
+        self.estimate_total = total;
     }
 
     /// Decides whether the next frame is shared (its nodes queued, waking
@@ -608,7 +614,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// time for an untimed one.
     fn update_wakes(&mut self, wall: Duration) {
         let nanos = if self.shared_mut().timed && self.frames > 1 {
-            self.estimate.iter().sum::<u64>() as f64 * self.rate.nanos_per_tick()
+            self.estimate_total as f64 * self.rate.nanos_per_tick()
         } else {
             wall.as_nanos() as f64
         };
