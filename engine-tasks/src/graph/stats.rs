@@ -29,7 +29,8 @@ impl NodeOutcome {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum FrameSharing {
     /// The frame's thread ran every node: the frames before were too light
-    /// to be worth a second thread.
+    /// to be worth a second thread (or it was the graph's first frame), and
+    /// this one stayed so.
     Alone,
     /// Started alone, turned out heavy, and queued the rest of its nodes in
     /// the pool for any thread.
