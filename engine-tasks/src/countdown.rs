@@ -3,46 +3,56 @@
 //! released the node.
 //!
 //! The count is never reset. It counts releases since the graph was built,
-//! so frame `epoch` (1 for the first frame) is complete for this node when
-//! it reaches `epoch × dependencies`: every started frame runs to its end,
-//! and in it every dependency releases the node exactly once (also when it
-//! was skipped). Not resetting matters for speed: a reset at frame start
-//! would write every node's line from the frame's thread, and each other
-//! thread would then miss on the line of every node it releases.
+//! over the frames that count: the caller numbers them from 1 (`epoch`),
+//! and frame `epoch` is complete for this node when the count reaches
+//! `epoch × dependencies`. Every counting frame runs to its end, and in it
+//! every dependency releases the node exactly once (also when it was
+//! skipped), or the frame completes the node at once
+//! ([`complete_alone`](Countdown::complete_alone)). A frame that one
+//! thread runs alone from start to end does not count at all and takes no
+//! epoch (`graph/runtime/alone.rs`). Not resetting matters for speed: a
+//! reset at frame start would write every node's line from the frame's
+//! thread, and each other thread would then miss on the line of every
+//! node it releases.
 //!
 //! A node with a single dependency needs no count at all: that dependency
 //! is always the last one. Otherwise each dependency adds one (AcqRel) and
 //! the one that reaches the frame's target is last; its acquire synchronises
 //! with every earlier dependency's release, so the node sees all their
 //! effects.
+//!
+//! The dependency count is not stored here but passed in by the caller,
+//! which keeps it where no thread writes (the graph's read-only arrays).
+//! On the counter's line, reading it before the read-modify-write moved
+//! that line between cores twice per release (once shared for the read,
+//! once exclusive for the add), and a single-dependency node's line once
+//! for nothing; perf put about 40% of the graph runner's own time there.
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 
-/// See the module docs.
+/// See the module docs. Every call for one countdown must pass the same
+/// `dependencies`, the node's fixed number of dependencies (at least 1).
 pub(crate) struct Countdown {
     releases: AtomicU64,
-    dependencies: u32,
 }
 
 impl Countdown {
-    /// A countdown for a node with `dependencies` dependencies, before its
-    /// first frame.
-    pub(crate) fn new(dependencies: u32) -> Self {
+    /// A countdown before its node's first frame.
+    pub(crate) fn new() -> Self {
         Countdown {
             releases: AtomicU64::new(0),
-            dependencies,
         }
     }
 
-    /// Counts one finished dependency in frame `epoch` (1 for the first
-    /// frame, then one more per frame). `true` for the last one, which now
-    /// owns the node.
+    /// Counts one finished dependency of a node with `dependencies`
+    /// dependencies in frame `epoch` (1 for the first frame, then one more
+    /// per frame). `true` for the last one, which now owns the node.
     #[inline]
-    pub(crate) fn release(&self, epoch: u64) -> bool {
-        if self.dependencies == 1 {
+    pub(crate) fn release(&self, dependencies: u32, epoch: u64) -> bool {
+        if dependencies == 1 {
             return true;
         }
-        let target = epoch * u64::from(self.dependencies);
+        let target = epoch * u64::from(dependencies);
         // AcqRel: release publishes this dependency's effects; the last
         // dependency's acquire pairs with every earlier one's release.
         let released = self.releases.fetch_add(1, Ordering::AcqRel) + 1;
@@ -57,16 +67,30 @@ impl Countdown {
     /// this store before any other thread's `release` of the node. The
     /// frame's latch orders the previous frame's counts before this load.
     #[inline]
-    pub(crate) fn release_alone(&self, epoch: u64) -> bool {
-        if self.dependencies == 1 {
+    pub(crate) fn release_alone(&self, dependencies: u32, epoch: u64) -> bool {
+        if dependencies == 1 {
             return true;
         }
-        let target = epoch * u64::from(self.dependencies);
+        let target = epoch * u64::from(dependencies);
         // Relaxed, both: this thread is the only one counting (see above).
         let released = self.releases.load(Ordering::Relaxed) + 1;
         debug_assert!(released <= target, "a dependency released twice");
         self.releases.store(released, Ordering::Relaxed);
         released == target
+    }
+
+    /// Completes frame `epoch` for this node at once, as if all of its
+    /// dependencies had counted: for a node that ran before a frame run
+    /// alone handed over, with its dependencies run uncounted before it
+    /// (`graph/runtime/alone.rs`). The same argument as for
+    /// [`release_alone`](Self::release_alone) orders it.
+    #[inline]
+    pub(crate) fn complete_alone(&self, dependencies: u32, epoch: u64) {
+        if dependencies > 1 {
+            // Relaxed: as in `release_alone`.
+            self.releases
+                .store(epoch * u64::from(dependencies), Ordering::Relaxed);
+        }
     }
 }
 
@@ -76,28 +100,31 @@ mod tests {
 
     #[test]
     fn the_last_release_of_each_frame_owns_the_node() {
-        let countdown = Countdown::new(3);
+        let countdown = Countdown::new();
         for epoch in 1..=1000 {
-            let owners: Vec<bool> = (0..3).map(|_| countdown.release(epoch)).collect();
+            let owners: Vec<bool> = (0..3).map(|_| countdown.release(3, epoch)).collect();
             assert_eq!(owners, [false, false, true], "frame {epoch}");
         }
     }
 
     #[test]
     fn a_single_dependency_always_owns_the_node() {
-        let countdown = Countdown::new(1);
-        assert!((1..=1000).all(|epoch| countdown.release(epoch)));
-        assert!((1001..=2000).all(|epoch| countdown.release_alone(epoch)));
+        let countdown = Countdown::new();
+        assert!((1..=1000).all(|epoch| countdown.release(1, epoch)));
+        assert!((1001..=2000).all(|epoch| countdown.release_alone(1, epoch)));
     }
 
     #[test]
     fn frames_run_alone_and_shared_count_alike() {
-        let countdown = Countdown::new(2);
+        let countdown = Countdown::new();
         for epoch in 1..=1000 {
-            let owners: Vec<bool> = if epoch % 3 == 0 {
-                (0..2).map(|_| countdown.release_alone(epoch)).collect()
-            } else {
-                (0..2).map(|_| countdown.release(epoch)).collect()
+            let owners: Vec<bool> = match epoch % 3 {
+                0 => (0..2).map(|_| countdown.release_alone(2, epoch)).collect(),
+                1 => (0..2).map(|_| countdown.release(2, epoch)).collect(),
+                _ => {
+                    countdown.complete_alone(2, epoch);
+                    vec![false, true]
+                }
             };
             assert_eq!(owners, [false, true], "frame {epoch}");
         }
@@ -121,7 +148,8 @@ mod loom_models {
     ) {
         // Relaxed: ordered by the countdown's AcqRel.
         results[i].store(epoch as usize, Ordering::Relaxed);
-        if countdown.release(epoch) {
+        // One result per dependency.
+        if countdown.release(results.len() as u32, epoch) {
             owners.fetch_add(1, Ordering::Relaxed);
             let seen = results
                 .iter()
@@ -138,7 +166,7 @@ mod loom_models {
     #[test]
     fn exactly_one_release_per_frame_and_it_sees_every_result() {
         loom::model(|| {
-            let countdown = Arc::new(Countdown::new(3));
+            let countdown = Arc::new(Countdown::new());
             let results: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
             for epoch in 1..=2 {
                 let owners = Arc::new(AtomicUsize::new(0));
@@ -185,8 +213,10 @@ mod loom_models {
         })
     }
 
-    /// A shared frame between two frames run alone (`release_alone`), for a
-    /// node with two dependencies. In frame 2 one dependency runs on a
+    /// A shared frame between two frames run alone, for a node with two
+    /// dependencies: the first completes the node at once
+    /// (`complete_alone`), the third counts each dependency
+    /// (`release_alone`, as a hand-over does). In frame 2 one dependency runs on a
     /// thread already running, which gets it as from a queue: a release
     /// store after frame 1, an acquire load before it counts. Frame 3 runs
     /// alone after that thread joined, as after a frame's latch. In each
@@ -202,21 +232,20 @@ mod loom_models {
     #[test]
     fn counts_of_a_frame_run_alone_carry_over() {
         loom::model(|| {
-            let countdown = Arc::new(Countdown::new(2));
+            let countdown = Arc::new(Countdown::new());
             let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
             let owners = Arc::new(AtomicUsize::new(0));
             let handed_over = Arc::new(AtomicUsize::new(0));
             let dependency =
                 finish_once_handed_over(&countdown, &results, &owners, &handed_over, 0, 2);
-            let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(1)).collect();
-            assert_eq!(alone, [false, true], "frame 1");
+            countdown.complete_alone(2, 1);
             // Release: pairs with the acquire load above.
             handed_over.store(1, Ordering::Release);
             finish(&countdown, &results[..], &owners, 1, 2);
             dependency.join().unwrap();
             // Relaxed: the join ordered every release of frame 2.
             assert_eq!(owners.load(Ordering::Relaxed), 1, "frame 2");
-            let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(3)).collect();
+            let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(2, 3)).collect();
             assert_eq!(alone, [false, true], "frame 3");
         });
     }
@@ -228,14 +257,14 @@ mod loom_models {
     #[test]
     fn a_frame_handed_over_between_two_releases() {
         loom::model(|| {
-            let countdown = Arc::new(Countdown::new(2));
+            let countdown = Arc::new(Countdown::new());
             let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
             let owners = Arc::new(AtomicUsize::new(0));
             let handed_over = Arc::new(AtomicUsize::new(0));
             let other = finish_once_handed_over(&countdown, &results, &owners, &handed_over, 1, 1);
             // Relaxed: published by the hand-over below.
             results[0].store(1, Ordering::Relaxed);
-            assert!(!countdown.release_alone(1), "the first of two releases");
+            assert!(!countdown.release_alone(2, 1), "the first of two releases");
             // Release: pairs with the acquire load above.
             handed_over.store(1, Ordering::Release);
             other.join().unwrap();

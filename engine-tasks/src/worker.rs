@@ -214,6 +214,13 @@ impl<'a> Local<'a> {
         self.slot.counters.lanes[lane.index()].executed.bump();
     }
 
+    /// Counts `runs` tasks of `lane` run inline (a frame run alone).
+    pub(crate) fn count_inline_runs(&self, lane: Lane, runs: u64) {
+        if runs > 0 {
+            self.slot.counters.lanes[lane.index()].executed.add(runs);
+        }
+    }
+
     /// Queues several tasks with one wake-up: into the ring (oldest first, so
     /// they run in order), not the LIFO slot.
     pub(crate) fn push_batch(&self, lane: Lane, tasks: impl IntoIterator<Item = TaskRef>) {

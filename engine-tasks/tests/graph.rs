@@ -137,6 +137,21 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
             log.spin_nanos.store(spin, Ordering::Relaxed);
             let off_thread_before = log.off_thread.load(Ordering::SeqCst);
             let sharing = graph.run(&pool, &log).unwrap().sharing();
+            let stats = graph.last_frame();
+            // The critical path runs from a root along dependency edges,
+            // each node released by the one before it, to a sink.
+            let rank = |index: usize| -> usize { graph.node_name(index)[1..].parse().unwrap() };
+            let path: Vec<usize> = stats.critical_path().iter().map(|&i| rank(i)).collect();
+            let context = format!("graph {graph_no}, frame {frame} ({sharing:?}): {path:?}");
+            assert!(deps[path[0]].is_empty(), "{context} starts at a root");
+            for pair in path.windows(2) {
+                assert!(deps[pair[1]].contains(&pair[0]), "{context}");
+            }
+            let last = *path.last().unwrap();
+            assert!(
+                deps.iter().all(|d| !d.contains(&last)),
+                "{context} ends in a sink"
+            );
             sharing_seen[match sharing {
                 FrameSharing::Alone => 0,
                 FrameSharing::HandedOver => 1,
@@ -315,54 +330,77 @@ fn empty_graph_runs() {
     assert!(stats.critical_path().is_empty());
 }
 
+/// In every kind of frame (run alone, handed over, shared): a panicking
+/// node makes the frame return an error naming it, its dependents are
+/// skipped and reported, independent nodes still run, and the next frame
+/// is normal.
 #[test]
 fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     let pool = Pool::builder().threads(2).build().unwrap();
-    let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
-    let mut b = TaskGraph::<AtomicBool>::builder();
-    for (name, deps) in [
-        ("input", &[][..]),
-        ("physics", &["input"][..]),
-        ("collide", &["physics"][..]),
-        ("render", &["collide", "audio"][..]),
-        ("audio", &["input"][..]),
-        ("ui", &[][..]),
-    ] {
-        let ran = ran.clone();
-        b.node(name, Lane::FrameCritical, move |cx| {
-            if name == "physics" && cx.data().load(Ordering::SeqCst) {
-                panic!("physics exploded in frame {}", cx.frame());
+    let mut sharing_seen = Vec::new();
+    // Thresholds out of reach run every frame alone (a panic can take
+    // long enough to pass the default ones); zero ones hand the first frame
+    // over after its first node and share the rest.
+    for threshold in [Duration::MAX, Duration::ZERO] {
+        let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+        let mut b = TaskGraph::<AtomicBool>::builder();
+        b.share_above(threshold, threshold);
+        for (name, deps) in [
+            ("input", &[][..]),
+            ("physics", &["input"][..]),
+            ("collide", &["physics"][..]),
+            ("render", &["collide", "audio"][..]),
+            ("audio", &["input"][..]),
+            ("ui", &[][..]),
+        ] {
+            let ran = ran.clone();
+            b.node(name, Lane::FrameCritical, move |cx| {
+                if name == "physics" && cx.data().load(Ordering::SeqCst) {
+                    panic!("physics exploded in frame {}", cx.frame());
+                }
+                ran.lock().unwrap().push(name);
+            })
+            .after(deps.iter().copied());
+        }
+        let mut graph = b.build().unwrap();
+        for frame in 0..4 {
+            let explode = AtomicBool::new(frame % 2 == 0);
+            let result = graph.run(&pool, &explode).map(|_| ());
+            sharing_seen.push(graph.last_frame().sharing());
+            let mut ran_now = std::mem::take(&mut *ran.lock().unwrap());
+            ran_now.sort();
+            if frame % 2 == 1 {
+                result.unwrap();
+                assert_eq!(ran_now.len(), 6);
+                continue;
             }
-            ran.lock().unwrap().push(name);
-        })
-        .after(deps.iter().copied());
+            let err: FrameError = result.unwrap_err();
+            assert_eq!(err.frame, frame);
+            assert_eq!(
+                err.panicked,
+                vec![NodePanic {
+                    node: "physics".into(),
+                    message: format!("physics exploded in frame {frame}")
+                }]
+            );
+            assert_eq!(
+                err.skipped,
+                vec!["collide".to_string(), "render".to_string()]
+            );
+            assert!(err.to_string().contains("physics exploded"));
+            assert_eq!(ran_now, ["audio", "input", "ui"]);
+            let outcomes: Vec<_> = graph.last_frame().nodes().map(|n| n.outcome).collect();
+            use NodeOutcome::*;
+            assert_eq!(outcomes, [Ran, Panicked, Skipped, Skipped, Ran, Ran]);
+        }
     }
-    let mut graph = b.build().unwrap();
-    let explode = AtomicBool::new(true);
-    let err: FrameError = graph.run(&pool, &explode).unwrap_err();
-    assert_eq!(err.frame, 0);
-    assert_eq!(
-        err.panicked,
-        vec![NodePanic {
-            node: "physics".into(),
-            message: "physics exploded in frame 0".into()
-        }]
-    );
-    assert_eq!(
-        err.skipped,
-        vec!["collide".to_string(), "render".to_string()]
-    );
-    assert!(err.to_string().contains("physics exploded"));
-    let mut ran_now = std::mem::take(&mut *ran.lock().unwrap());
-    ran_now.sort();
-    assert_eq!(ran_now, ["audio", "input", "ui"]);
-    let outcomes: Vec<_> = graph.last_frame().nodes().map(|n| n.outcome).collect();
-    use NodeOutcome::*;
-    assert_eq!(outcomes, [Ran, Panicked, Skipped, Skipped, Ran, Ran]);
-
-    explode.store(false, Ordering::SeqCst);
-    graph.run(&pool, &explode).unwrap();
-    assert_eq!(ran.lock().unwrap().len(), 6);
+    for sharing in [
+        FrameSharing::Alone,
+        FrameSharing::HandedOver,
+        FrameSharing::Shared,
+    ] {
+        assert!(sharing_seen.contains(&sharing), "{sharing_seen:?}");
+    }
 }
 
 /// Frame data is borrowed, not `'static`: here a struct built on the stack

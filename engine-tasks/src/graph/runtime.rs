@@ -4,17 +4,23 @@
 //!
 //! Each finishing dependency counts the node's `pending` countdown once
 //! (`countdown.rs`); the last one owns the node's single [`TaskRef`] for the
-//! frame and either runs it next on its own thread or queues it (in a frame
-//! run alone, `alone.rs`, it puts it in a private list instead). So every
+//! frame and either runs it next on its own thread or queues it. So every
 //! node runs once per frame, after all of its dependencies, and its body (an
-//! `FnMut`) is never entered by two threads at once.
+//! `FnMut`) is never entered by two threads at once. A frame run alone
+//! (`alone.rs`) instead walks a plan that puts every node after its
+//! dependencies, and counts nothing unless it hands over.
+//!
+//! The thread that owns a node writes how its run went to the node's
+//! [`RunRecord`] (`run_record.rs`), apart from the countdown's line, which
+//! only the dependencies touch.
 //!
 //! Nothing of a node's state is reset between frames: the frame's thread
 //! writing 256 nodes' lines at frame start made every other thread miss on
-//! each node it touched. Instead the countdown counts across frames, and
-//! the flags a frame may leave unset (poisoned, the outcome) carry the
-//! number of the frame that set them; a stale tag reads as unset. Frames
-//! are numbered from 1 (`epoch`), so 0 is never current.
+//! each node it touched. Instead the countdown counts across the frames
+//! that count (`FrameInputs::count_epoch`), every frame rewrites every run
+//! record, and the poison flag carries the number of the frame that set
+//! it; a stale tag reads as unset. Frames are numbered from 1 (`epoch`),
+//! so 0 is never current.
 //!
 //! # Lifetime
 //!
@@ -29,9 +35,10 @@
 //! already ran.
 
 mod alone;
+mod run_record;
 
 use super::build::Topology;
-use super::stats::{FrameStats, NodeOutcome, RawTiming};
+use super::stats::{FrameStats, NodeOutcome};
 use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
@@ -46,8 +53,9 @@ use crate::queue::TaskQueue;
 use crate::spawn::panic_message;
 use crate::task::{Header, TaskRef};
 use crate::worker::{self, AbortOnUnwind, Local};
-use alone::{HandOverRule, ReadyAlone};
+use alone::{AlonePlan, HandOverRule};
 use crossbeam_utils::CachePadded;
+use run_record::RunRecord;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
@@ -65,6 +73,14 @@ const NONE: u32 = u32::MAX;
 /// `update_estimates`), and skipping the sort on most frames keeps its cost
 /// (a few ns per node) out of the per-node overhead.
 const REPRIORITIZE_EVERY: u64 = 8;
+
+/// While frames run alone, priorities only order the plan of the next one
+/// (`alone.rs`), which on one thread takes as long in any order: they
+/// decide no more than which nodes a hand-over queues first. So they are
+/// recomputed only every this many frames (and at once when the next frame
+/// is shared): re-sorting every eighth frame cost about 10% of a frame of
+/// 256 empty nodes.
+const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 
 /// By default ([`ShareThreshold`]) a frame is shared with other threads
 /// (its nodes queued, waking a sleeping thread) only if it is expected to
@@ -124,52 +140,23 @@ struct Node<C: ?Sized> {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
-/// What one frame writes about a node. Padded: nodes finishing on different
-/// threads write neighbouring states.
+/// What a node's dependencies write when they release it: only they touch
+/// this line (the node's own thread writes its [`RunRecord`]). Padded:
+/// nodes released by different threads have neighbouring states.
 struct NodeState {
     pending: Countdown,
-    /// The epoch in which a dependency failed.
-    poisoned_in: AtomicU64,
-    /// `epoch << 8 | NodeOutcome` of the last frame that ran the body.
-    outcome: AtomicU64,
-    thread: AtomicU32,
     /// The node that released it. Needs no tag: every frame releases every
-    /// node that has dependencies, and roots keep `NONE`.
+    /// node that has dependencies (a frame run alone through its plan, see
+    /// `AlonePlan::released_by`), and roots keep `NONE`.
     released_by: AtomicU32,
-    start: AtomicU64,
-    end: AtomicU64,
 }
 
 impl NodeState {
-    fn new(dependencies: u32) -> Self {
+    fn new() -> Self {
         NodeState {
-            pending: Countdown::new(dependencies),
-            poisoned_in: AtomicU64::new(0),
-            outcome: AtomicU64::new(0),
-            thread: AtomicU32::new(NONE),
+            pending: Countdown::new(),
             released_by: AtomicU32::new(NONE),
-            start: AtomicU64::new(0),
-            end: AtomicU64::new(0),
         }
-    }
-
-    /// The node's outcome in frame `epoch` (skipped if no body ran then).
-    #[inline]
-    fn outcome_in(&self, epoch: u64) -> NodeOutcome {
-        // Relaxed: read after the frame latch, which ordered the write.
-        let tagged = self.outcome.load(Ordering::Relaxed);
-        if tagged >> 8 == epoch {
-            NodeOutcome::from_u8(tagged as u8)
-        } else {
-            NodeOutcome::Skipped
-        }
-    }
-
-    #[inline]
-    fn set_outcome(&self, epoch: u64, outcome: NodeOutcome) {
-        // Relaxed: read after the frame latch.
-        self.outcome
-            .store(epoch << 8 | outcome as u64, Ordering::Relaxed);
     }
 }
 
@@ -210,6 +197,10 @@ struct FrameInputs<C: ?Sized> {
     data: Option<NonNull<C>>,
     pool: *const PoolHandle,
     number: u64,
+    /// The epoch of the dependency countdowns (`countdown.rs`): frames
+    /// that count, numbered from 1. A frame run alone to its end counts
+    /// nothing, so it does not take one.
+    count_epoch: u64,
     thread_slot: u32,
     waker: Option<Waker>,
 }
@@ -218,10 +209,17 @@ struct FrameInputs<C: ?Sized> {
 struct Shared<C: ?Sized> {
     nodes: Box<[Node<C>]>,
     states: Box<[CachePadded<NodeState>]>,
+    runs: Box<[RunRecord]>,
+    /// Per node, the frame epoch in which a dependency failed. Written only
+    /// then, so in the usual frame both cores keep these lines.
+    poisoned_in: Box<[AtomicU64]>,
     tasks: Box<[NodeTask<C>]>,
     successor_start: Box<[u32]>,
     /// Reordered by priority between frames only.
     successors: Box<[u32]>,
+    /// Each node's number of dependencies: read-only, apart from the
+    /// countdowns that every release writes (`countdown.rs`).
+    dependencies: Box<[u32]>,
     inline_successors: bool,
     /// Read the clock around every node.
     timed: bool,
@@ -255,6 +253,8 @@ pub(super) struct Runtime<C: ?Sized> {
     estimate_total: u64,
     priority: Box<[u64]>,
     frames: u64,
+    /// Frames that counted dependencies (see `FrameInputs::count_epoch`).
+    counted_frames: u64,
     rate: TickRate,
     stats: FrameStats,
     /// Each pool slot's parked ticks when the frame began.
@@ -264,7 +264,10 @@ pub(super) struct Runtime<C: ?Sized> {
     /// runs frames alone (`alone.rs`).
     waking: bool,
     share_above: ShareThreshold,
-    ready_alone: ReadyAlone,
+    plan: AlonePlan,
+    /// How many nodes of `plan` the last frame ran alone (all of them,
+    /// some before a hand-over, or none).
+    ran_alone: usize,
     /// When the last frame ended, and the smoothed gap before the next one
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
@@ -321,14 +324,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .count();
         let shared = Box::new(Shared {
             nodes,
-            states: topology
-                .in_degree
-                .iter()
-                .map(|&degree| CachePadded::new(NodeState::new(degree)))
-                .collect(),
+            states: (0..n).map(|_| CachePadded::new(NodeState::new())).collect(),
+            runs: (0..n).map(|_| RunRecord::new()).collect(),
+            poisoned_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
             tasks: Box::new([]),
             successor_start: topology.successor_start,
             successors: topology.successors,
+            dependencies: topology.in_degree,
             inline_successors: order == ReadyOrder::CriticalPathFirst,
             timed,
             done: Latch::new(0),
@@ -338,6 +340,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 data: None,
                 pool: ptr::null(),
                 number: 0,
+                count_epoch: 0,
                 thread_slot: NONE,
                 waker: None,
             },
@@ -364,6 +367,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             estimate_total: 0,
             priority: vec![0; n].into(),
             frames: 0,
+            counted_frames: 0,
             rate: TickRate::new(),
             stats: FrameStats::with_nodes(n),
             parked_before: Vec::new(),
@@ -371,11 +375,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // node if that shows the frame is worth a second thread.
             waking: false,
             share_above,
-            ready_alone: ReadyAlone::new(lane_of, order),
+            plan: AlonePlan::new(lane_of, order),
+            ran_alone: 0,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
         };
         runtime.reprioritize();
+        runtime.replan_if_stale();
         runtime
     }
 
@@ -414,6 +420,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         shared.inputs.data = Some(NonNull::from(data));
         shared.inputs.pool = pool;
         shared.inputs.number = number;
+        shared.inputs.count_epoch = self.counted_frames + 1;
 
         let steals_before = pool_shared.stolen_tasks_total();
         let slots = pool_shared.slots.len();
@@ -427,7 +434,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
-        let alone = (!self.waking).then_some(&mut self.ready_alone);
+        let alone = (!self.waking).then_some(&mut self.plan);
+        let mut ran_alone = 0;
         let (nanos_per_tick, share_above) = (self.rate.nanos_per_tick(), self.share_above);
         let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
         let (timed, first_frame) = (shared.timed, number == 0);
@@ -446,7 +454,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
                 let _guard = AbortOnUnwind("while task-graph nodes were queued");
-                let sharing = if let Some(ready) = alone {
+                let sharing = if let Some(plan) = alone {
                     let check_every = if timed || first_frame {
                         1
                     } else {
@@ -459,7 +467,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     let hand_over = (others > 0).then(|| {
                         HandOverRule::new(share_above, start_tick, nanos_per_tick, check_every)
                     });
-                    let sharing = shared.run_alone(roots, ready, local, hand_over);
+                    let sharing;
+                    (sharing, ran_alone) = shared.run_alone(plan, local, hand_over);
                     if sharing == FrameSharing::Alone {
                         return sharing;
                     }
@@ -485,6 +494,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         if sharing != FrameSharing::Alone {
             pool_shared.frame_unshared();
+        }
+        self.ran_alone = ran_alone;
+        if sharing != FrameSharing::Alone {
+            self.counted_frames += 1;
         }
         pool_shared.frame_ended();
         instrument::frame_plots(
@@ -518,13 +531,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if self.shared_mut().timed {
             self.update_estimates();
         }
-        if self.order == ReadyOrder::CriticalPathFirst
-            && self.shared_mut().timed
-            && number % REPRIORITIZE_EVERY == 0
-        {
-            self.reprioritize();
-        }
+        let was_waking = self.waking;
         self.update_wakes(ended - started);
+        if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
+            let every = if self.waking {
+                REPRIORITIZE_EVERY
+            } else {
+                REPRIORITIZE_ALONE_EVERY
+            };
+            if number % every == 0 || (self.waking && !was_waking) {
+                self.reprioritize();
+            }
+        }
+        self.replan_if_stale();
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
@@ -565,19 +584,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // graph alongside the statistics.
         let shared = unsafe { self.shared.as_ref() };
         let raw = |i: usize| {
-            let s = &shared.states[i];
-            // Relaxed: the frame latch's acquire ordered these writes.
-            let timing = RawTiming {
-                start: s.start.load(Ordering::Relaxed),
-                end: s.end.load(Ordering::Relaxed),
-                thread: s.thread.load(Ordering::Relaxed),
-                outcome: s.outcome_in(epoch(number)),
-            };
             let sink = shared.successor_start[i] == shared.successor_start[i + 1];
-            (timing, sink)
+            (shared.runs[i].read(), sink)
         };
-        // Relaxed: the frame latch's acquire ordered these writes.
-        let released_by = |i: usize| shared.states[i].released_by.load(Ordering::Relaxed);
+        let (plan, ran_alone) = (&self.plan, self.ran_alone);
+        let released_by = |i: usize| {
+            plan.released_by(i, ran_alone).unwrap_or_else(|| {
+                // Relaxed: the frame latch's acquire ordered these writes.
+                shared.states[i].released_by.load(Ordering::Relaxed)
+            })
+        };
         let nanos_per_tick = self.rate.nanos_per_tick();
         self.stats.record(
             number,
@@ -654,18 +670,32 @@ impl<C: ?Sized + Sync> Runtime<C> {
             shared.successors[range].sort_unstable_by_key(key);
         }
         self.roots.sort_unstable_by_key(key);
+        self.plan.invalidate();
+    }
+
+    /// Works out the plan of frames run alone again if the priorities
+    /// changed since, and the next frame runs alone.
+    fn replan_if_stale(&mut self) {
+        if !self.waking && self.plan.is_stale() {
+            // SAFETY: between frames (see `shared_mut`); a shared borrow of
+            // the graph alongside the plan.
+            let shared = unsafe { self.shared.as_ref() };
+            self.plan.replan(&self.roots, shared);
+        }
     }
 
     /// The error of a frame in which nodes panicked (allocates).
     fn frame_error(&mut self, number: u64) -> FrameError {
-        let shared = self.shared_mut();
+        // SAFETY: between frames (see `shared_mut`); a shared borrow of the
+        // graph alongside the statistics.
+        let shared = unsafe { self.shared.as_ref() };
         let mut error = FrameError {
             frame: number,
             panicked: Vec::new(),
             skipped: Vec::new(),
         };
-        for (node, state) in shared.nodes.iter().zip(shared.states.iter()) {
-            match state.outcome_in(epoch(number)) {
+        for (node, run) in shared.nodes.iter().zip(self.stats.nodes()) {
+            match run.outcome {
                 NodeOutcome::Panicked => {
                     let payload = node.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
                     let message = payload
@@ -707,7 +737,10 @@ struct FrameView<'f, C: ?Sized> {
     data: &'f C,
     pool: &'f PoolHandle,
     number: u64,
+    /// The frame's epoch for `poisoned_in`.
     epoch: u64,
+    /// See `FrameInputs::count_epoch`.
+    count_epoch: u64,
     /// The running thread's slot, or [`NONE`].
     thread: u32,
 }
@@ -764,22 +797,21 @@ impl<C: ?Sized + Sync> Shared<C> {
             pool: unsafe { &*inputs.pool },
             number: inputs.number,
             epoch: epoch(inputs.number),
+            count_epoch: inputs.count_epoch,
             thread: local.map_or(NONE, |l| l.index() as u32),
         }
     }
 
-    /// Runs node `index`'s body unless a dependency failed in this frame,
-    /// and records its outcome: `true` if the body ran and returned.
+    /// Runs node `index`'s body unless a dependency failed in this frame.
     #[inline]
-    fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> bool {
+    fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> NodeOutcome {
         let node = &self.nodes[index as usize];
-        let state = &self.states[index as usize];
         // Relaxed: set before a dependency's AcqRel count, which the last
         // count acquired; with a single dependency, set before it handed
         // the node over (run inline, or queued); in a frame run alone, set
         // by this thread, or before the hand-over's queue push.
-        if state.poisoned_in.load(Ordering::Relaxed) == frame.epoch {
-            return false;
+        if self.poisoned_in[index as usize].load(Ordering::Relaxed) == frame.epoch {
+            return NodeOutcome::Skipped;
         }
         let cx = NodeContext {
             data: frame.data,
@@ -796,28 +828,14 @@ impl<C: ?Sized + Sync> Shared<C> {
             body(&cx)
         };
         match panic::catch_unwind(AssertUnwindSafe(run)) {
-            Ok(()) => {
-                state.set_outcome(frame.epoch, NodeOutcome::Ran);
-                true
-            }
+            Ok(()) => NodeOutcome::Ran,
             Err(payload) => {
                 *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
-                state.set_outcome(frame.epoch, NodeOutcome::Panicked);
                 // Relaxed: read after the frame latch.
                 self.failed.store(true, Ordering::Relaxed);
-                false
+                NodeOutcome::Panicked
             }
         }
-    }
-
-    /// Records when and where node `index` ran.
-    #[inline]
-    fn record_span(&self, index: u32, start: u64, end: u64, thread: u32) {
-        let state = &self.states[index as usize];
-        // Relaxed: statistics, read after the frame latch.
-        state.start.store(start, Ordering::Relaxed);
-        state.end.store(end, Ordering::Relaxed);
-        state.thread.store(thread, Ordering::Relaxed);
     }
 
     fn successors_of(&self, index: u32) -> &[u32] {
@@ -826,23 +844,38 @@ impl<C: ?Sized + Sync> Shared<C> {
         &self.successors[range]
     }
 
-    /// Counts node `from`'s release of its successor `to` in frame `epoch`,
-    /// poisoning `to` if `from` did not run or panicked; `true` if this was
-    /// the last release, and the caller now owns `to`. `alone`: the frame
-    /// runs on this thread alone (`alone.rs`).
+    /// Poisons node `index` for frame `epoch`: a dependency did not run
+    /// or panicked, so it is skipped.
     #[inline]
-    fn release(&self, from: u32, to: u32, ok: bool, epoch: u64, alone: bool) -> bool {
-        let state = &self.states[to as usize];
-        if !ok {
-            // Relaxed: published by the count below (or, for a single
-            // dependency, by handing the node over; in a frame run alone,
-            // read by this thread or after the hand-over's queue push).
-            state.poisoned_in.store(epoch, Ordering::Relaxed);
+    fn poison(&self, index: u32, epoch: u64) {
+        // Relaxed: published by the count that follows in `release` (or,
+        // for a single dependency, by handing the node over; in a frame run
+        // alone, read by this thread or after the hand-over's queue push).
+        self.poisoned_in[index as usize].store(epoch, Ordering::Relaxed);
+    }
+
+    /// Counts node `from`'s release of its successor `to` in the frame,
+    /// poisoning `to` unless `from` ran; `true` if this was the last
+    /// release, and the caller now owns `to`. `alone`: the frame runs on
+    /// this thread alone (a hand-over, `alone.rs`).
+    #[inline]
+    fn release(
+        &self,
+        from: u32,
+        to: u32,
+        outcome: NodeOutcome,
+        frame: &FrameView<'_, C>,
+        alone: bool,
+    ) -> bool {
+        if outcome != NodeOutcome::Ran {
+            self.poison(to, frame.epoch);
         }
+        let state = &self.states[to as usize];
+        let (dependencies, epoch) = (self.dependencies[to as usize], frame.count_epoch);
         let last = if alone {
-            state.pending.release_alone(epoch)
+            state.pending.release_alone(dependencies, epoch)
         } else {
-            state.pending.release(epoch)
+            state.pending.release(dependencies, epoch)
         };
         if last {
             // Relaxed: read after the frame latch.
@@ -864,9 +897,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         let mut lane = task_lane;
         let mut start = now();
         loop {
-            let ok = self.run_body(index, &frame);
+            let outcome = self.run_body(index, &frame);
             let end = now();
-            self.record_span(index, start, end, frame.thread);
+            self.runs[index as usize].write(start, end, frame.thread, outcome);
 
             let successors = self.successors_of(index);
             if successors.is_empty() {
@@ -881,7 +914,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let mut next = None;
             let mut pushed = Pushed::default();
             for &s in successors {
-                if !self.release(index, s, ok, frame.epoch, false) {
+                if !self.release(index, s, outcome, &frame, false) {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the

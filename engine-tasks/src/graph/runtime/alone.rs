@@ -2,36 +2,47 @@
 //!
 //! When the last frames were too light to be worth a second thread
 //! ([`ShareThreshold`]), the frame's thread runs the next frame by
-//! itself: ready nodes wait in [`ReadyAlone`], a private list per lane,
-//! instead of the pool's queues, and dependencies are counted without
-//! read-modify-writes (`Countdown::release_alone`). No other thread can
-//! take part, so none has to be told about anything. On the 256-node
-//! benchmark graph with empty nodes this halves the frame (see the README).
+//! itself, in an order planned between frames: an [`AlonePlan`]. The plan
+//! is the order in which the ready lists of the graph's [`ReadyOrder`]
+//! (most urgent lane first, then critical path first or FIFO) would have
+//! run the nodes on one thread, worked out once whenever the priorities
+//! change. Running it needs no ready list and no dependency count: every
+//! node comes after its dependencies, so a frame run alone only walks the
+//! plan, touching each node's run record (and poison flag) but not its
+//! countdown; a frame that ends alone takes no count epoch (`countdown.rs`).
+//! No other thread can take part, so none has to be told about anything.
+//! On the 256-node benchmark graph with empty nodes, running frames alone
+//! halved the frame (see the README); walking the plan instead of ready
+//! lists that counted every edge took the untimed frame from about 6.5 to
+//! 3.5 µs.
 //!
 //! A frame can turn out heavier than the ones before it, and a graph's
 //! first frame has nothing before it (so it starts alone too). After every
 //! node of a timed graph or of a first frame, and every [`CHECK_EVERY`]
 //! nodes otherwise, the thread checks the time the frame has taken so far
 //! against the same rule; once it says yes, the thread *hands over*: it
-//! counts down the frame's latch for the sinks that already ran, queues
-//! every ready node in the pool (most urgent first, waking a thread per
-//! lane), and then waits for the frame like any shared frame. From there on
-//! every thread counts with `release`; the queues' release/acquire pairs
-//! order this thread's plain counts before them. The nodes released later
-//! in a handed-over frame wake threads by their `wakes` flags, which change
-//! only between frames (a woken thread that finds more work still hands the
-//! search on); the next frame decides anew.
+//! counts down the frame's latch for the sinks that already ran, completes
+//! the countdowns of the nodes that ran and counts their releases of those
+//! that did not (plain stores, `Countdown::complete_alone` and
+//! `release_alone`), queues every node that is now
+//! ready in the pool (in plan order: what the ready lists would have run
+//! next, most urgent lane first; waking a thread per lane), and then waits
+//! for the frame like any shared frame. From there on every thread counts
+//! with `release`; the queues' release/acquire pairs order this thread's
+//! plain counts before them. The nodes released later in a handed-over
+//! frame wake threads by their `wakes` flags, which change only between
+//! frames (a woken thread that finds more work still hands the search on);
+//! the next frame decides anew.
 //!
-//! States: *alone* (a node runs or the lists hold ready nodes) → either
-//! *done* (the lists are empty: every node ran, as the graph is a DAG and
-//! only this thread releases nodes) or *handed over* (the lists are empty
-//! and their nodes are queued).
+//! States: *alone* (walking the plan) → either *done* (the plan's end:
+//! every node ran) or *handed over* (the ready rest of the plan is
+//! queued).
 
-use super::{ShareThreshold, Shared};
+use super::{FrameView, ShareThreshold, Shared, NONE};
 use crate::clock;
+use crate::graph::stats::NodeOutcome;
 use crate::graph::{FrameSharing, ReadyOrder};
 use crate::lane::Lane;
-use crate::registry;
 use crate::worker::Local;
 use std::collections::VecDeque;
 
@@ -80,10 +91,11 @@ impl HandOverRule {
     }
 }
 
-/// The ready nodes of a frame run alone, per lane. Each list has room for
-/// every node of the graph, and a node is ready at most once per frame, so
-/// pushing never allocates.
-pub(super) struct ReadyAlone {
+/// The ready nodes of one thread running the graph, per lane: what
+/// [`AlonePlan::replan`] follows. Each list has room for every node of the
+/// graph, and a node is ready at most once per run, so pushing never
+/// allocates.
+struct ReadyAlone {
     lanes: [VecDeque<u32>; Lane::COUNT],
     /// Each node's lane, apart from the nodes' larger records: the lists
     /// are filled without touching them.
@@ -94,7 +106,7 @@ pub(super) struct ReadyAlone {
 }
 
 impl ReadyAlone {
-    pub(super) fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
+    fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
         let nodes = lane_of.len();
         ReadyAlone {
             lanes: std::array::from_fn(|_| VecDeque::with_capacity(nodes)),
@@ -133,64 +145,146 @@ impl ReadyAlone {
             .into_iter()
             .find_map(|lane| Some((self.pop_in(lane)?, lane)))
     }
+}
 
-    fn is_empty(&self) -> bool {
-        self.lanes.iter().all(VecDeque::is_empty)
+/// The order of a frame run alone (module docs), and what a hand-over
+/// needs to know about it. Everything is allocated when the graph is
+/// built.
+pub(super) struct AlonePlan {
+    /// Every node once, each after its dependencies.
+    order: Box<[u32]>,
+    /// Each node's place in `order`.
+    position: Box<[u32]>,
+    /// Each node's dependency that comes last in `order` ([`NONE`] for a
+    /// root): the one that released it in a frame run alone, for the
+    /// frame statistics' critical path.
+    last_dependency: Box<[u32]>,
+    /// Whether the priorities changed since `order` was worked out.
+    stale: bool,
+    /// Scratch of `replan`: the ready lists and dependencies not yet run.
+    ready: ReadyAlone,
+    remaining: Box<[u32]>,
+    /// Scratch of a hand-over: the nodes whose last release it counted.
+    released: Box<[bool]>,
+}
+
+impl AlonePlan {
+    /// An empty plan for nodes of these lanes, to be worked out by
+    /// [`replan`](Self::replan) before its first use.
+    pub(super) fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
+        let n = lane_of.len();
+        AlonePlan {
+            order: vec![0; n].into(),
+            position: vec![0; n].into(),
+            last_dependency: vec![NONE; n].into(),
+            stale: true,
+            ready: ReadyAlone::new(lane_of, order),
+            remaining: vec![0; n].into(),
+            released: vec![false; n].into(),
+        }
     }
 
-    /// Empties the lists, most urgent lane first, each most urgent first.
-    fn drain(&mut self) -> impl Iterator<Item = u32> + '_ {
-        std::iter::from_fn(move || self.pop().map(|(index, _)| index))
+    /// Marks the plan as out of date: the roots' or successors' order
+    /// changed.
+    pub(super) fn invalidate(&mut self) {
+        self.stale = true;
+    }
+
+    pub(super) fn is_stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Works the plan out: runs the ready lists on one thread without
+    /// running any node, from `roots` (most urgent first), with the
+    /// graph's successor lists (each most urgent first) and dependency
+    /// counts. Allocates nothing.
+    pub(super) fn replan<C: ?Sized + Sync>(&mut self, roots: &[u32], graph: &Shared<C>) {
+        let AlonePlan {
+            order,
+            position,
+            last_dependency,
+            ready,
+            remaining,
+            ..
+        } = self;
+        remaining.copy_from_slice(&graph.dependencies);
+        ready.push_batch(roots.iter().copied());
+        let mut planned = 0;
+        while let Some((index, _)) = ready.pop() {
+            order[planned] = index;
+            position[index as usize] = planned as u32;
+            planned += 1;
+            let released = graph.successors_of(index).iter().copied().filter(|&s| {
+                remaining[s as usize] -= 1;
+                last_dependency[s as usize] = index;
+                remaining[s as usize] == 0
+            });
+            ready.push_batch(released);
+        }
+        // Every node is reached: the graph is a DAG (checked when built).
+        assert_eq!(planned, order.len(), "a task graph has a cycle");
+        self.stale = false;
+    }
+
+    /// Who released node `index` in a frame that ran the first
+    /// `ran_alone` nodes of the plan alone, if it was one of them (and not
+    /// a root); otherwise `None`, as a thread of the shared part recorded
+    /// it.
+    pub(super) fn released_by(&self, index: usize, ran_alone: usize) -> Option<u32> {
+        ((self.position[index] as usize) < ran_alone).then(|| self.last_dependency[index])
     }
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
-    /// Runs the frame from `roots` on this thread alone (module docs):
-    /// [`FrameSharing::Alone`] once every node ran, or
-    /// [`FrameSharing::HandedOver`] once the rest is queued in the pool
-    /// (then wait for the frame's latch).
-    /// Without a `hand_over` rule (no other thread could help) it never
-    /// hands over.
+    /// Runs the frame by `plan` on this thread alone (module docs), and
+    /// returns how it ended and how many nodes of the plan this thread ran:
+    /// all of them, [`FrameSharing::Alone`]; or fewer,
+    /// [`FrameSharing::HandedOver`], once the ready rest is queued in the
+    /// pool (then wait for the frame's latch). Without a `hand_over` rule
+    /// (no other thread could help) it never hands over.
     ///
-    /// Call only from `run_frame`, before anything of the frame is queued.
+    /// Call only from `run_frame`, with a plan that is not stale, before
+    /// anything of the frame is queued.
     pub(super) fn run_alone(
         &self,
-        roots: &[u32],
-        ready: &mut ReadyAlone,
+        plan: &mut AlonePlan,
         local: Option<&Local<'_>>,
         hand_over: Option<HandOverRule>,
-    ) -> FrameSharing {
-        debug_assert!(ready.is_empty(), "every frame empties the lists");
+    ) -> (FrameSharing, usize) {
+        debug_assert!(!plan.is_stale(), "a frame run alone follows a current plan");
         // SAFETY: called by `run_frame` while its frame runs.
         let frame = unsafe { self.frame_view(local) };
         let timed = self.timed;
         let now = || if timed { clock::ticks() } else { 0 };
         let thread_lane = local.map(|l| l.current_lane());
-        ready.push_batch(roots.iter().copied());
-        let mut ran: u32 = 0;
+        let mut lane = thread_lane;
+        let mut ran_in_lane = [0; Lane::COUNT];
         let mut sinks_done = 0;
         let mut start = now();
-        let mut sharing = FrameSharing::Alone;
         // The node count at which to look at the clock next.
         let mut next_check = hand_over.as_ref().map_or(u32::MAX, |rule| rule.check_every);
-        while let Some((index, lane)) = ready.pop() {
-            if let Some(local) = local {
+        let mut ended = (FrameSharing::Alone, plan.order.len());
+        for (ran, &index) in (1..).zip(plan.order.iter()) {
+            let node_lane = self.nodes[index as usize].lane;
+            if lane != Some(node_lane) {
                 // The node's lane bounds what a wait inside it may run.
-                local.set_lane(lane);
-                local.count_inline_run(lane);
+                if let Some(local) = local {
+                    local.set_lane(node_lane);
+                }
+                lane = Some(node_lane);
             }
-            let ok = self.run_body(index, &frame);
+            ran_in_lane[node_lane.index()] += 1;
+            let outcome = self.run_body(index, &frame);
             let end = now();
-            self.record_span(index, start, end, frame.thread);
+            self.runs[index as usize].write(start, end, frame.thread, outcome);
             start = end;
             let successors = self.successors_of(index);
             sinks_done += usize::from(successors.is_empty());
-            let released = successors
-                .iter()
-                .copied()
-                .filter(|&s| self.release(index, s, ok, frame.epoch, true));
-            ready.push_batch(released);
-            ran += 1;
+            if outcome != NodeOutcome::Ran {
+                for &s in successors {
+                    self.poison(s, frame.epoch);
+                }
+            }
             if ran < next_check {
                 continue;
             }
@@ -199,33 +293,63 @@ impl<C: ?Sized + Sync> Shared<C> {
             };
             next_check = ran.saturating_add(rule.check_every);
             let now = if timed { end } else { clock::ticks() };
-            if !ready.is_empty() && rule.says_hand_over(now, ran) {
-                self.hand_over(ready, sinks_done, local, frame.pool.shared());
-                sharing = FrameSharing::HandedOver;
+            let ran = ran as usize;
+            if ran < plan.order.len() && rule.says_hand_over(now, ran as u32) {
+                self.hand_over(plan, ran, sinks_done, &frame, local);
+                ended = (FrameSharing::HandedOver, ran);
                 break;
             }
         }
-        if let (Some(local), Some(lane)) = (local, thread_lane) {
-            local.set_lane(lane);
+        if let Some(local) = local {
+            for lane in Lane::ALL {
+                local.count_inline_runs(lane, ran_in_lane[lane.index()]);
+            }
+            if let Some(lane) = thread_lane {
+                local.set_lane(lane);
+            }
         }
-        sharing
+        ended
     }
 
-    /// Queues every node in `ready` in the pool, after counting the frame's
-    /// latch down for the `sinks_done` sinks that already ran.
+    /// Hands the frame over after the first `ran` nodes of `plan` ran
+    /// (module docs): counts the frame's latch down for the `sinks_done`
+    /// sinks among them, completes their countdowns and counts their
+    /// releases of the nodes that did not run, and queues the nodes that
+    /// are ready now, in plan order.
     fn hand_over(
         &self,
-        ready: &mut ReadyAlone,
+        plan: &mut AlonePlan,
+        ran: usize,
         sinks_done: usize,
+        frame: &FrameView<'_, C>,
         local: Option<&Local<'_>>,
-        pool: &registry::Shared,
     ) {
         if sinks_done > 0 {
-            // Cannot set the latch: the nodes in `ready` have not run, and
-            // each reaches a sink.
+            // Cannot set the latch: the nodes after `ran` have not run,
+            // and each reaches a sink.
             self.done.count_down_by(sinks_done);
         }
-        self.queue_ready(ready.drain(), local, pool, true);
+        let (done, rest) = plan.order.split_at(ran);
+        for &from in done {
+            let dependencies = self.dependencies[from as usize];
+            self.states[from as usize]
+                .pending
+                .complete_alone(dependencies, frame.count_epoch);
+            for &to in self.successors_of(from) {
+                // `Ran`: the loop in `run_alone` poisoned what it had to.
+                if plan.position[to as usize] as usize >= ran
+                    && self.release(from, to, NodeOutcome::Ran, frame, true)
+                {
+                    plan.released[to as usize] = true;
+                }
+            }
+        }
+        let released = &mut plan.released;
+        let ready = rest.iter().copied().filter(|&index| {
+            let index = index as usize;
+            std::mem::take(&mut released[index]) || self.dependencies[index] == 0
+        });
+        self.queue_ready(ready, local, frame.pool.shared(), true);
     }
 }
 

@@ -1,0 +1,85 @@
+//! Where a frame writes how each node's run went: [`RunRecord`], one per
+//! node in one contiguous array, apart from the dependency countdowns.
+//!
+//! The thread that owns a node for the frame (module docs of `runtime`)
+//! writes its record once, after the body, and the frame's thread reads
+//! every record after the frame's latch (whose acquire orders the writes),
+//! so relaxed accesses suffice. Every node writes its record in every
+//! frame, also when it is skipped, so no record needs a frame tag.
+//!
+//! Kept apart from the countdowns so that the thread running a node does
+//! not touch the line that its dependencies' threads count on, and so that
+//! a frame run alone and the statistics after a frame walk 32-byte records
+//! in order rather than a padded line per node. Two records share a
+//! 64-byte line, so in a shared frame two threads may write one line;
+//! those are plain stores, which do not make the writer wait.
+
+use crate::graph::stats::{NodeOutcome, RawTiming};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One node's run in the current frame; see the module docs.
+#[repr(align(32))]
+pub(super) struct RunRecord {
+    start: AtomicU64,
+    end: AtomicU64,
+    /// The thread's slot (low 32 bits) and the [`NodeOutcome`] (above).
+    thread_and_outcome: AtomicU64,
+}
+
+impl RunRecord {
+    pub(super) fn new() -> Self {
+        RunRecord {
+            start: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            thread_and_outcome: AtomicU64::new(u64::from(u32::MAX)),
+        }
+    }
+
+    /// Written by the thread that ran (or skipped) the node.
+    #[inline]
+    pub(super) fn write(&self, start: u64, end: u64, thread: u32, outcome: NodeOutcome) {
+        // Relaxed, all: read after the frame latch (module docs).
+        self.start.store(start, Ordering::Relaxed);
+        self.end.store(end, Ordering::Relaxed);
+        self.thread_and_outcome.store(
+            u64::from(thread) | (outcome as u64) << 32,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Read by the frame's thread after the frame.
+    #[inline]
+    pub(super) fn read(&self) -> RawTiming {
+        // Relaxed, all: after the frame latch (module docs).
+        let thread_and_outcome = self.thread_and_outcome.load(Ordering::Relaxed);
+        RawTiming {
+            start: self.start.load(Ordering::Relaxed),
+            end: self.end.load(Ordering::Relaxed),
+            thread: thread_and_outcome as u32,
+            outcome: NodeOutcome::from_u8((thread_and_outcome >> 32) as u8),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_what_was_written() {
+        let record = RunRecord::new();
+        for outcome in [
+            NodeOutcome::Ran,
+            NodeOutcome::Panicked,
+            NodeOutcome::Skipped,
+        ] {
+            record.write(7, 11, 3, outcome);
+            let read = record.read();
+            assert_eq!((read.start, read.end, read.thread), (7, 11, 3));
+            assert_eq!(read.outcome, outcome);
+        }
+        record.write(0, 0, u32::MAX, NodeOutcome::Ran);
+        assert_eq!(record.read().thread, u32::MAX);
+        assert_eq!(std::mem::size_of::<RunRecord>(), 32);
+    }
+}
