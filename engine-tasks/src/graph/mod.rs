@@ -69,6 +69,7 @@
 //! released it and the next ones are the first to be stolen.
 
 mod build;
+mod run_record;
 mod runtime;
 mod stats;
 

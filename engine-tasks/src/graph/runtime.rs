@@ -35,9 +35,9 @@
 //! already ran.
 
 mod alone;
-mod run_record;
 
 use super::build::Topology;
+use super::run_record::RunRecord;
 use super::stats::{FrameStats, NodeOutcome};
 use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
@@ -55,7 +55,6 @@ use crate::task::{Header, TaskRef};
 use crate::worker::{self, AbortOnUnwind, Local};
 use alone::{AlonePlan, HandOverRule};
 use crossbeam_utils::CachePadded;
-use run_record::RunRecord;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
@@ -244,7 +243,8 @@ pub(super) struct Runtime<C: ?Sized> {
     order: ReadyOrder,
     topological: Box<[u32]>,
     roots: Box<[u32]>,
-    sinks: usize,
+    /// The nodes without successors.
+    sinks: Box<[u32]>,
     /// The least urgent lane among the nodes that any thread may run.
     floor: Lane,
     /// Smoothed node times in clock ticks, and the priorities made of them.
@@ -319,9 +319,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let roots: Box<[u32]> = (0..n as u32)
             .filter(|&i| topology.in_degree[i as usize] == 0)
             .collect();
-        let sinks = (0..n)
-            .filter(|&i| topology.successor_start[i] == topology.successor_start[i + 1])
-            .count();
+        let sinks = (0..n as u32)
+            .filter(|&i| {
+                let i = i as usize;
+                topology.successor_start[i] == topology.successor_start[i + 1]
+            })
+            .collect();
         let shared = Box::new(Shared {
             nodes,
             states: (0..n).map(|_| CachePadded::new(NodeState::new())).collect(),
@@ -413,7 +416,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let number = self.frames;
         self.frames += 1;
         let pool_shared = pool.shared();
-        let sinks = self.sinks;
+        let sinks = self.sinks.len();
         // SAFETY: as in `shared_mut`.
         let shared = unsafe { self.shared.as_mut() };
         shared.reset(sinks);
@@ -580,13 +583,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
-        // SAFETY: between frames (see `shared_mut`); a shared borrow of the
-        // graph alongside the statistics.
-        let shared = unsafe { self.shared.as_ref() };
-        let raw = |i: usize| {
-            let sink = shared.successor_start[i] == shared.successor_start[i + 1];
-            (shared.runs[i].read(), sink)
-        };
+        // SAFETY: between frames (see `shared_mut`); borrowed alongside the
+        // statistics.
+        let shared = unsafe { self.shared.as_mut() };
         let (plan, ran_alone) = (&self.plan, self.ran_alone);
         let released_by = |i: usize| {
             plan.released_by(i, ran_alone).unwrap_or_else(|| {
@@ -602,7 +601,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             nanos_per_tick,
             steals,
             slots,
-            raw,
+            &mut shared.runs,
+            &self.sinks,
             released_by,
         );
     }

@@ -1,5 +1,6 @@
 //! Per-frame statistics of a task graph, rewritten in place every frame.
 
+use super::run_record::RunRecord;
 use std::time::Duration;
 
 /// How a node's frame went.
@@ -66,15 +67,16 @@ pub(super) struct RawTiming {
 
 /// Statistics of the last frame of a graph; see
 /// [`TaskGraph::last_frame`](super::TaskGraph::last_frame). Recording them
-/// after a frame allocates nothing and costs a copy of the raw clock ticks
-/// plus a walk of the critical path; times are converted when read.
+/// after a frame allocates nothing and copies nothing (the frame's run
+/// records are swapped in) but walks the critical path; times are
+/// converted when read.
 #[derive(Clone, Debug)]
 pub struct FrameStats {
     frame: u64,
     wall: Duration,
     frame_start: u64,
     nanos_per_tick: f64,
-    raw: Vec<RawTiming>,
+    runs: Box<[RunRecord]>,
     critical_path: Vec<usize>,
     slots: usize,
     /// Ticks each slot spent parked during the frame; `None` for slots
@@ -91,15 +93,7 @@ impl FrameStats {
             wall: Duration::ZERO,
             frame_start: 0,
             nanos_per_tick: 0.0,
-            raw: vec![
-                RawTiming {
-                    start: 0,
-                    end: 0,
-                    thread: u32::MAX,
-                    outcome: NodeOutcome::Skipped,
-                };
-                n
-            ],
+            runs: (0..n).map(|_| RunRecord::new()).collect(),
             critical_path: Vec::with_capacity(n),
             slots: 0,
             parked: Vec::new(),
@@ -134,7 +128,7 @@ impl FrameStats {
 
     /// Node `index` (declaration order). Panics if out of range.
     pub fn node(&self, index: usize) -> NodeTiming {
-        let raw = self.raw[index];
+        let raw = self.runs[index].read();
         NodeTiming {
             start: self.ticks(raw.start.saturating_sub(self.frame_start)),
             duration: self.ticks(raw.end.saturating_sub(raw.start)),
@@ -145,7 +139,7 @@ impl FrameStats {
 
     /// Every node, in declaration order.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeTiming> + '_ {
-        (0..self.raw.len()).map(|i| self.node(i))
+        (0..self.runs.len()).map(|i| self.node(i))
     }
 
     /// The chain of nodes that decided when the frame ended, first to last:
@@ -180,8 +174,9 @@ impl FrameStats {
     /// [`awake`](Self::awake) for how busy a thread was).
     pub fn thread_busy(&self, slot: usize) -> Duration {
         let ticks: u64 = self
-            .raw
+            .runs
             .iter()
+            .map(RunRecord::read)
             .filter(|r| r.thread as usize == slot)
             .map(|r| r.end.saturating_sub(r.start))
             .sum();
@@ -213,9 +208,10 @@ impl FrameStats {
         self.steals
     }
 
-    /// Copies the frame's raw timings (`raw(i)` gives node `i`'s and the
-    /// node that released it) and walks the critical path back from the
-    /// sink that finished last.
+    /// Takes the frame's run records (swapping in the previous ones, for
+    /// the next frame to rewrite) and walks the critical path back from
+    /// the sink (one of `sinks`) that finished last, through the node that
+    /// released each (`released_by`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -225,7 +221,8 @@ impl FrameStats {
         nanos_per_tick: f64,
         steals: u64,
         slots: usize,
-        raw: impl Fn(usize) -> (RawTiming, bool),
+        runs: &mut Box<[RunRecord]>,
+        sinks: &[u32],
         released_by: impl Fn(usize) -> u32,
     ) {
         self.frame = frame;
@@ -235,11 +232,11 @@ impl FrameStats {
         self.steals = steals;
         self.slots = slots;
         let mut last: Option<(usize, u64)> = None;
-        for i in 0..self.raw.len() {
-            let (timing, sink) = raw(i);
-            self.raw[i] = timing;
-            if sink && last.is_none_or(|(_, end)| timing.end > end) {
-                last = Some((i, timing.end));
+        std::mem::swap(&mut self.runs, runs);
+        for &i in sinks {
+            let end = self.runs[i as usize].read().end;
+            if last.is_none_or(|(_, last_end)| end > last_end) {
+                last = Some((i as usize, end));
             }
         }
         self.critical_path.clear();
@@ -264,6 +261,7 @@ impl FrameStats {
 
     /// Node `i`'s run time in ticks.
     pub(super) fn ticks_of(&self, i: usize) -> u64 {
-        self.raw[i].end.saturating_sub(self.raw[i].start)
+        let raw = self.runs[i].read();
+        raw.end.saturating_sub(raw.start)
     }
 }

@@ -9,15 +9,20 @@
 //!
 //! Kept apart from the countdowns so that the thread running a node does
 //! not touch the line that its dependencies' threads count on, and so that
-//! a frame run alone and the statistics after a frame walk 32-byte records
-//! in order rather than a padded line per node. Two records share a
-//! 64-byte line, so in a shared frame two threads may write one line;
-//! those are plain stores, which do not make the writer wait.
+//! a frame run alone walks 32-byte records in order rather than a padded
+//! line per node. Two records share a 64-byte line, so in a shared frame
+//! two threads may write one line; those are plain stores, which do not
+//! make the writer wait.
+//!
+//! After a frame the runtime swaps its array with the one in the frame's
+//! statistics ([`FrameStats`](super::FrameStats)), so recording a frame
+//! copies nothing, and the next frame rewrites the other array.
 
-use crate::graph::stats::{NodeOutcome, RawTiming};
+use super::stats::{NodeOutcome, RawTiming};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One node's run in the current frame; see the module docs.
+#[derive(Debug)]
 #[repr(align(32))]
 pub(super) struct RunRecord {
     start: AtomicU64,
@@ -47,7 +52,7 @@ impl RunRecord {
         );
     }
 
-    /// Read by the frame's thread after the frame.
+    /// Read by the frame's thread after the frame, or from the statistics.
     #[inline]
     pub(super) fn read(&self) -> RawTiming {
         // Relaxed, all: after the frame latch (module docs).
@@ -58,6 +63,20 @@ impl RunRecord {
             thread: thread_and_outcome as u32,
             outcome: NodeOutcome::from_u8((thread_and_outcome >> 32) as u8),
         }
+    }
+}
+
+impl Clone for RunRecord {
+    fn clone(&self) -> Self {
+        let record = RunRecord::new();
+        let RawTiming {
+            start,
+            end,
+            thread,
+            outcome,
+        } = self.read();
+        record.write(start, end, thread, outcome);
+        record
     }
 }
 
