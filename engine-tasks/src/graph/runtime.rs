@@ -24,9 +24,10 @@
 //!
 //! # Lifetime
 //!
-//! Nodes without successors count down the frame's [`Latch`], which
-//! [`Runtime::run_frame`] waits for. Every node reaches such a sink, so the
-//! latch is set only after every node has released its successors; and a
+//! Nodes without successors count down the frame's sinks, and the last
+//! sets the frame's [`Latch`], which [`Runtime::run_frame`] waits for.
+//! Every node reaches such a sink, so the latch is set only after every
+//! node has released its successors; and a
 //! node touches the graph only before its last release, or while it holds a
 //! node it released (unfinished, so the latch cannot be set). Hence the
 //! borrowed frame data, the pool handle and the graph itself outlive every
@@ -59,7 +60,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -222,7 +223,12 @@ struct Shared<C: ?Sized> {
     inline_successors: bool,
     /// Read the clock around every node.
     timed: bool,
-    done: Latch,
+    /// Sinks still to finish in the frame; the last sets `done`. Each on
+    /// its own line: sinks count on the first, the frame's thread polls the
+    /// second while it waits, and the rest of this struct is read by every
+    /// node.
+    sinks_left: CachePadded<AtomicUsize>,
+    done: CachePadded<Latch>,
     inbox: TaskQueue,
     failed: AtomicBool,
     inputs: FrameInputs<C>,
@@ -336,7 +342,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             dependencies: topology.in_degree,
             inline_successors: order == ReadyOrder::CriticalPathFirst,
             timed,
-            done: Latch::new(0),
+            sinks_left: CachePadded::new(AtomicUsize::new(0)),
+            done: CachePadded::new(Latch::new(1)),
             inbox: TaskQueue::new(),
             failed: AtomicBool::new(false),
             inputs: FrameInputs {
@@ -728,7 +735,8 @@ impl<C: ?Sized> Shared<C> {
     /// Node states need nothing (module docs).
     fn reset(&mut self, sinks: usize) {
         *self.failed.get_mut() = false;
-        self.done = Latch::new(sinks);
+        *self.sinks_left.get_mut() = sinks;
+        self.done = CachePadded::new(Latch::new(1));
     }
 }
 
@@ -838,6 +846,25 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
     }
 
+    /// Counts `n` sinks as finished; the last one sets the frame's latch
+    /// and gets `true`. One read-modify-write, with no read before it: the
+    /// latch's own count (which reads first, for the common latch of one
+    /// count) moved its line between the cores about twice per sink, also
+    /// through the frame's thread polling it. After this returns the graph
+    /// may be gone (module docs).
+    #[inline]
+    fn finish_sinks(&self, n: usize) -> bool {
+        // AcqRel: release publishes this sink's work (and, through the
+        // countdowns' release chain, all it depends on); the last one
+        // acquires every sink's before it sets the latch, whose own
+        // release/acquire hands them to the frame's thread.
+        let last = self.sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
+        if last {
+            self.done.count_down();
+        }
+        last
+    }
+
     fn successors_of(&self, index: u32) -> &[u32] {
         let range = self.successor_start[index as usize] as usize
             ..self.successor_start[index as usize + 1] as usize;
@@ -904,7 +931,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let successors = self.successors_of(index);
             if successors.is_empty() {
                 // The last touch of the graph (module docs).
-                if self.done.count_down() {
+                if self.finish_sinks(1) {
                     if let Some(local) = local {
                         local.note_frame_ended();
                     }

@@ -325,9 +325,10 @@ impl<C: ?Sized + Sync> Shared<C> {
         local: Option<&Local<'_>>,
     ) {
         if sinks_done > 0 {
-            // Cannot set the latch: the nodes after `ran` have not run,
-            // and each reaches a sink.
-            self.done.count_down_by(sinks_done);
+            // Cannot be the last: the nodes after `ran` have not run, and
+            // each reaches a sink.
+            let last = self.finish_sinks(sinks_done);
+            debug_assert!(!last, "a hand-over leaves sinks to run");
         }
         let (done, rest) = plan.order.split_at(ran);
         for &from in done {
