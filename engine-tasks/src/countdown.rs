@@ -31,7 +31,8 @@
 use crate::loom::atomic::{AtomicU64, Ordering};
 
 /// See the module docs. Every call for one countdown must pass the same
-/// `dependencies`, the node's fixed number of dependencies (at least 1).
+/// `dependencies`, the node's fixed number of dependencies (at least 1 to
+/// release; `complete_alone` also takes a root's 0 and does nothing).
 pub(crate) struct Countdown {
     releases: AtomicU64,
 }
@@ -60,12 +61,13 @@ impl Countdown {
         released == target
     }
 
-    /// [`release`](Self::release) for a frame that one thread runs alone:
-    /// the same count, without a read-modify-write. Only that thread may
-    /// release this node in this frame; it hands nodes to other threads
-    /// later (if at all) through the queues, whose release/acquire pairs put
-    /// this store before any other thread's `release` of the node. The
-    /// frame's latch orders the previous frame's counts before this load.
+    /// [`release`](Self::release) while one thread runs the frame alone
+    /// (a hand-over counting the releases of the nodes that ran): the same
+    /// count, without a read-modify-write. Only that thread releases nodes
+    /// until it hands them to other threads through the queues, whose
+    /// release/acquire pairs put this store before any other thread's
+    /// `release` of the node. The latch of the last frame that counted
+    /// orders its counts before this load.
     #[inline]
     pub(crate) fn release_alone(&self, dependencies: u32, epoch: u64) -> bool {
         if dependencies == 1 {
@@ -115,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_run_alone_and_shared_count_alike() {
+    fn frames_handed_over_and_shared_count_alike() {
         let countdown = Countdown::new();
         for epoch in 1..=1000 {
             let owners: Vec<bool> = match epoch % 3 {
@@ -213,24 +215,24 @@ mod loom_models {
         })
     }
 
-    /// A shared frame between two frames run alone, for a node with two
-    /// dependencies: the first completes the node at once
-    /// (`complete_alone`), the third counts each dependency
-    /// (`release_alone`, as a hand-over does). In frame 2 one dependency runs on a
-    /// thread already running, which gets it as from a queue: a release
-    /// store after frame 1, an acquire load before it counts. Frame 3 runs
-    /// alone after that thread joined, as after a frame's latch. In each
-    /// frame exactly one release owns the node; in frame 2 it sees both
-    /// results.
+    /// A shared frame between two frames counted by one thread alone, for
+    /// a node with two dependencies. Frame 1 completes the node at once
+    /// (`complete_alone`, a node that ran before a hand-over); in frame 2
+    /// one dependency runs on a thread already running, which gets it as
+    /// from a queue (a release store after frame 1, an acquire load before
+    /// it counts); frame 3 counts each dependency with `release_alone` (a
+    /// hand-over's count), after that thread joined, as after a frame's
+    /// latch. Frame 3's releases own the node once; in frame 2 exactly one
+    /// release owns it and sees both results.
     ///
     /// Loom puts stores in modification order as they execute, so it checks
-    /// the counting across the two kinds of frame and the plain loads of a
-    /// frame run alone (which read stale values without the join); that a
+    /// the counting across the kinds of frame and the plain loads of the
+    /// counts made alone (which read stale values without the join); that a
     /// read-modify-write after the hand-over follows the plain stores
     /// before it rests on the release/acquire pair, as argued on
     /// `release_alone`.
     #[test]
-    fn counts_of_a_frame_run_alone_carry_over() {
+    fn counts_made_alone_carry_over() {
         loom::model(|| {
             let countdown = Arc::new(Countdown::new());
             let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());

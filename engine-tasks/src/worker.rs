@@ -214,7 +214,11 @@ impl<'a> Local<'a> {
         self.slot.counters.lanes[lane.index()].executed.bump();
     }
 
-    /// Counts `runs` tasks of `lane` run inline (a frame run alone).
+    /// Counts `runs` tasks of `lane` run inline: the nodes of a frame run
+    /// alone, counted once at its end (unlike `run_task`, which counts a
+    /// task before it runs), so a node reading the pool's statistics sees
+    /// the frame's earlier nodes only from the next frame on.
+    #[inline]
     pub(crate) fn count_inline_runs(&self, lane: Lane, runs: u64) {
         if runs > 0 {
             self.slot.counters.lanes[lane.index()].executed.add(runs);

@@ -152,6 +152,20 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
                 deps.iter().all(|d| !d.contains(&last)),
                 "{context} ends in a sink"
             );
+            if sharing == FrameSharing::Alone {
+                // One thread ran the frame: each node was released by its
+                // dependency that finished last, and the path ends at the
+                // sink that finished last.
+                let finished = |i: usize| log.finished_at[i].load(Ordering::SeqCst);
+                for pair in path.windows(2) {
+                    let last_dep = deps[pair[1]].iter().copied().max_by_key(|&d| finished(d));
+                    assert_eq!(last_dep, Some(pair[0]), "{context}");
+                }
+                let last_sink = (0..n)
+                    .filter(|&i| deps.iter().all(|d| !d.contains(&i)))
+                    .max_by_key(|&i| finished(i));
+                assert_eq!(last_sink, Some(last), "{context}");
+            }
             sharing_seen[match sharing {
                 FrameSharing::Alone => 0,
                 FrameSharing::HandedOver => 1,
@@ -277,6 +291,15 @@ fn light_frames_run_alone_and_a_heavy_one_is_handed_over() {
     for _ in 0..3 {
         assert_eq!(run(50_000), FrameSharing::Shared);
     }
+    // Light again; then, after frames run alone that counted nothing (so
+    // the countdowns' epoch lags the frame number), heavy ones again.
+    for _ in 0..10 {
+        until_alone(&mut run);
+        for _ in 0..5 {
+            run(0);
+        }
+        assert_ne!(run(50_000), FrameSharing::Alone);
+    }
     until_alone(&mut run);
 }
 
@@ -401,6 +424,49 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     ] {
         assert!(sharing_seen.contains(&sharing), "{sharing_seen:?}");
     }
+}
+
+/// A node that panics in the part of a frame run alone, before the frame
+/// is handed over: the poison it leaves crosses the hand-over, so the
+/// dependents that the shared part runs are skipped, and the next frame
+/// runs normally.
+#[test]
+fn a_panic_before_a_hand_over_skips_dependents_in_the_shared_part() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let mut b = TaskGraph::<AtomicBool>::builder();
+    // Hand over once 500 µs have passed: right after `physics`, whatever
+    // ran before it.
+    b.share_above(Duration::from_micros(500), Duration::ZERO);
+    let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+    for (name, deps) in [
+        ("input", &[][..]),
+        ("physics", &["input"][..]),
+        ("collide", &["physics"][..]),
+        ("render", &["collide", "audio"][..]),
+        ("audio", &["input"][..]),
+        ("ui", &[][..]),
+    ] {
+        let ran = ran.clone();
+        b.node(name, Lane::FrameCritical, move |cx| {
+            if name == "physics" {
+                spin_for(Duration::from_millis(1));
+                assert!(!cx.data().load(Ordering::SeqCst), "physics exploded");
+            }
+            ran.lock().unwrap().push(name);
+        })
+        .after(deps.iter().copied());
+    }
+    let mut graph = b.build().unwrap();
+    let err = graph.run(&pool, &AtomicBool::new(true)).unwrap_err();
+    assert_eq!(graph.last_frame().sharing(), FrameSharing::HandedOver);
+    assert_eq!(err.panicked.len(), 1);
+    assert_eq!(err.panicked[0].node, "physics");
+    assert_eq!(err.skipped, ["collide", "render"]);
+    let mut ran_now = std::mem::take(&mut *ran.lock().unwrap());
+    ran_now.sort();
+    assert_eq!(ran_now, ["audio", "input", "ui"]);
+    graph.run(&pool, &AtomicBool::new(false)).unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 6);
 }
 
 /// Frame data is borrowed, not `'static`: here a struct built on the stack
@@ -569,6 +635,11 @@ fn statistics_describe_the_frame() {
     .after(["a"]);
     b.main_thread_node("present", |_| {}).after(["b", "c"]);
     let mut graph = b.build().unwrap();
+    // Before the first frame no node has run.
+    assert!(graph
+        .last_frame()
+        .nodes()
+        .all(|n| n.outcome == NodeOutcome::Skipped && n.thread.is_none()));
     for _ in 0..5 {
         graph.run(&pool, &()).unwrap();
     }

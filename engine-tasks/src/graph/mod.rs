@@ -28,7 +28,8 @@
 //!
 //! [`TaskGraph::run`] queues the roots on the calling thread as one batch
 //! and joins with block-on-complete. A node that finishes counts down its
-//! successors (counts are never reset: each counts releases across frames);
+//! successors (counts are never reset: each counts releases across the
+//! frames that count);
 //! it runs the most urgent successor it released itself, next (no queue,
 //! warm cache), and queues the rest on its own thread for others to steal.
 //! Nodes [pinned to the frame's thread](TaskGraphBuilder::main_thread_node)
@@ -41,8 +42,9 @@
 //! light nodes ends sooner on one thread. When the frames before were not
 //! worth a second thread (under 20 µs of work, or nodes under 200 ns on
 //! average), and for a graph's first frame, the frame's thread runs the
-//! frame alone: ready nodes stay in a private list, and nothing is queued
-//! or counted atomically. If such a frame turns out heavy by the same rule,
+//! frame alone: it walks a plan, worked out between frames, that puts
+//! every node after its dependencies, so nothing is queued or counted. If
+//! such a frame turns out heavy by the same rule,
 //! checked after every node (every 32 nodes of an untimed graph after its
 //! first frame), the thread queues the rest in the pool and waits like any
 //! shared frame.
@@ -93,8 +95,9 @@ pub enum ReadyOrder {
     #[default]
     CriticalPathFirst,
     /// First in, first out: roots and successors in declaration order, and
-    /// every ready node goes through the queue, or in a frame run alone the
-    /// private list (for comparison).
+    /// every ready node goes through the queue, or in a frame run alone
+    /// the plan is the order a first-in-first-out list gives (for
+    /// comparison).
     Fifo,
 }
 

@@ -11,18 +11,19 @@
 //! not touch the line that its dependencies' threads count on, and so that
 //! a frame run alone walks 32-byte records in order rather than a padded
 //! line per node. Two records share a 64-byte line, so in a shared frame
-//! two threads may write one line; those are plain stores, which do not
-//! make the writer wait.
+//! two threads may write one line and move it between them; each node
+//! writes its record once per frame, after its body, so that costs at most
+//! one transfer per node.
 //!
 //! After a frame the runtime swaps its array with the one in the frame's
 //! statistics ([`FrameStats`](super::FrameStats)), so recording a frame
 //! copies nothing, and the next frame rewrites the other array.
 
 use super::stats::{NodeOutcome, RawTiming};
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One node's run in the current frame; see the module docs.
-#[derive(Debug)]
 #[repr(align(32))]
 pub(super) struct RunRecord {
     start: AtomicU64,
@@ -32,11 +33,12 @@ pub(super) struct RunRecord {
 }
 
 impl RunRecord {
+    /// The record of a node that has not run: no thread, skipped.
     pub(super) fn new() -> Self {
         RunRecord {
             start: AtomicU64::new(0),
             end: AtomicU64::new(0),
-            thread_and_outcome: AtomicU64::new(u64::from(u32::MAX)),
+            thread_and_outcome: AtomicU64::new(pack(u32::MAX, NodeOutcome::Skipped)),
         }
     }
 
@@ -46,10 +48,8 @@ impl RunRecord {
         // Relaxed, all: read after the frame latch (module docs).
         self.start.store(start, Ordering::Relaxed);
         self.end.store(end, Ordering::Relaxed);
-        self.thread_and_outcome.store(
-            u64::from(thread) | (outcome as u64) << 32,
-            Ordering::Relaxed,
-        );
+        self.thread_and_outcome
+            .store(pack(thread, outcome), Ordering::Relaxed);
     }
 
     /// Read by the frame's thread after the frame, or from the statistics.
@@ -63,6 +63,16 @@ impl RunRecord {
             thread: thread_and_outcome as u32,
             outcome: NodeOutcome::from_u8((thread_and_outcome >> 32) as u8),
         }
+    }
+}
+
+fn pack(thread: u32, outcome: NodeOutcome) -> u64 {
+    u64::from(thread) | (outcome as u64) << 32
+}
+
+impl fmt::Debug for RunRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.read().fmt(f)
     }
 }
 
@@ -87,6 +97,11 @@ mod tests {
     #[test]
     fn a_record_reads_back_what_was_written() {
         let record = RunRecord::new();
+        let fresh = record.read();
+        assert_eq!(
+            (fresh.thread, fresh.outcome),
+            (u32::MAX, NodeOutcome::Skipped)
+        );
         for outcome in [
             NodeOutcome::Ran,
             NodeOutcome::Panicked,

@@ -76,10 +76,11 @@ const REPRIORITIZE_EVERY: u64 = 8;
 
 /// While frames run alone, priorities only order the plan of the next one
 /// (`alone.rs`), which on one thread takes as long in any order: they
-/// decide no more than which nodes a hand-over queues first. So they are
-/// recomputed only every this many frames (and at once when the next frame
-/// is shared): re-sorting every eighth frame cost about 10% of a frame of
-/// 256 empty nodes.
+/// decide no more than what a hand-over queues first and how the shared
+/// rest of that frame goes. So they are recomputed only every this many
+/// frames (and, once frames are shared, as soon as [`REPRIORITIZE_EVERY`]
+/// frames passed): re-sorting every eighth frame cost about 10% of a frame
+/// of 256 empty nodes.
 const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 
 /// By default ([`ShareThreshold`]) a frame is shared with other threads
@@ -145,9 +146,11 @@ struct Node<C: ?Sized> {
 /// nodes released by different threads have neighbouring states.
 struct NodeState {
     pending: Countdown,
-    /// The node that released it. Needs no tag: every frame releases every
-    /// node that has dependencies (a frame run alone through its plan, see
-    /// `AlonePlan::released_by`), and roots keep `NONE`.
+    /// The node that released it, written in frames that count. Needs no
+    /// tag: such a frame releases every node that has dependencies, except
+    /// those that ran before a hand-over, and for those (as for every node
+    /// of a frame that ran alone) `record` asks the plan instead
+    /// (`AlonePlan::released_by`); roots keep `NONE`.
     released_by: AtomicU32,
 }
 
@@ -217,8 +220,8 @@ struct Shared<C: ?Sized> {
     successor_start: Box<[u32]>,
     /// Reordered by priority between frames only.
     successors: Box<[u32]>,
-    /// Each node's number of dependencies: read-only, apart from the
-    /// countdowns that every release writes (`countdown.rs`).
+    /// Each node's number of dependencies: read-only, and kept off the
+    /// countdowns' lines, which every release writes (`countdown.rs`).
     dependencies: Box<[u32]>,
     inline_successors: bool,
     /// Read the clock around every node.
@@ -258,6 +261,9 @@ pub(super) struct Runtime<C: ?Sized> {
     /// The sum of `estimate`.
     estimate_total: u64,
     priority: Box<[u64]>,
+    /// The frame after which priorities were last recomputed from measured
+    /// times (`None` before the first).
+    reprioritized_after: Option<u64>,
     frames: u64,
     /// Frames that counted dependencies (see `FrameInputs::count_epoch`).
     counted_frames: u64,
@@ -376,6 +382,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             estimate: vec![0; n].into(),
             estimate_total: 0,
             priority: vec![0; n].into(),
+            reprioritized_after: None,
             frames: 0,
             counted_frames: 0,
             rate: TickRate::new(),
@@ -541,15 +548,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if self.shared_mut().timed {
             self.update_estimates();
         }
-        let was_waking = self.waking;
         self.update_wakes(ended - started);
         if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
+            // Shorter once frames turn shared, so a re-sort that is due
+            // comes at once then, and at most every eighth frame however
+            // often frames switch.
             let every = if self.waking {
                 REPRIORITIZE_EVERY
             } else {
                 REPRIORITIZE_ALONE_EVERY
             };
-            if number % every == 0 || (self.waking && !was_waking) {
+            if self
+                .reprioritized_after
+                .is_none_or(|after| number >= after + every)
+            {
+                self.reprioritized_after = Some(number);
                 self.reprioritize();
             }
         }
@@ -687,7 +700,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // SAFETY: between frames (see `shared_mut`); a shared borrow of
             // the graph alongside the plan.
             let shared = unsafe { self.shared.as_ref() };
-            self.plan.replan(&self.roots, shared);
+            self.plan.replan(&self.roots, &shared.dependencies, |i| {
+                shared.successors_of(i)
+            });
         }
     }
 
@@ -726,8 +741,9 @@ impl<C: ?Sized> Shared<C> {
     fn task(&self, index: u32) -> TaskRef {
         let header = NonNull::from(&self.tasks[index as usize].header);
         // SAFETY: the node's task lives as long as the graph, and the caller
-        // owns the node for this frame (it brought `pending` to zero, or the
-        // node is a root queued once by the frame's thread).
+        // owns the node for this frame (its release was the last one the
+        // countdown counted, or it is a root, or a node a hand-over found
+        // ready, queued once by the frame's thread).
         unsafe { TaskRef::from_raw(header) }
     }
 
@@ -994,8 +1010,8 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 }
 
-/// Frame `number` (counted from 0) as node states tag it: from 1, so that a
-/// state's initial tag 0 never matches (module docs).
+/// Frame `number` (counted from 0) as the poison flags tag it: from 1, so
+/// that a flag's initial 0 never matches (module docs).
 fn epoch(number: u64) -> u64 {
     number + 1
 }

@@ -1,4 +1,5 @@
-//! Per-frame statistics of a task graph, rewritten in place every frame.
+//! Per-frame statistics of a task graph: the frame's run records, swapped
+//! in after every frame, and what is derived from them.
 
 use super::run_record::RunRecord;
 use std::time::Duration;

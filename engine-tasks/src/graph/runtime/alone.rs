@@ -138,12 +138,10 @@ impl ReadyAlone {
         }
     }
 
-    /// The next node to run and its lane: from the most urgent lane that
+    /// The next node to run: from the most urgent lane that
     /// has one.
-    fn pop(&mut self) -> Option<(u32, Lane)> {
-        Lane::ALL
-            .into_iter()
-            .find_map(|lane| Some((self.pop_in(lane)?, lane)))
+    fn pop(&mut self) -> Option<u32> {
+        Lane::ALL.into_iter().find_map(|lane| self.pop_in(lane))
     }
 }
 
@@ -198,7 +196,12 @@ impl AlonePlan {
     /// running any node, from `roots` (most urgent first), with the
     /// graph's successor lists (each most urgent first) and dependency
     /// counts. Allocates nothing.
-    pub(super) fn replan<C: ?Sized + Sync>(&mut self, roots: &[u32], graph: &Shared<C>) {
+    pub(super) fn replan<'g>(
+        &mut self,
+        roots: &[u32],
+        dependencies: &[u32],
+        successors_of: impl Fn(u32) -> &'g [u32],
+    ) {
         let AlonePlan {
             order,
             position,
@@ -207,14 +210,14 @@ impl AlonePlan {
             remaining,
             ..
         } = self;
-        remaining.copy_from_slice(&graph.dependencies);
+        remaining.copy_from_slice(dependencies);
         ready.push_batch(roots.iter().copied());
         let mut planned = 0;
-        while let Some((index, _)) = ready.pop() {
+        while let Some(index) = ready.pop() {
             order[planned] = index;
             position[index as usize] = planned as u32;
             planned += 1;
-            let released = graph.successors_of(index).iter().copied().filter(|&s| {
+            let released = successors_of(index).iter().copied().filter(|&s| {
                 remaining[s as usize] -= 1;
                 last_dependency[s as usize] = index;
                 remaining[s as usize] == 0
@@ -227,9 +230,9 @@ impl AlonePlan {
     }
 
     /// Who released node `index` in a frame that ran the first
-    /// `ran_alone` nodes of the plan alone, if it was one of them (and not
-    /// a root); otherwise `None`, as a thread of the shared part recorded
-    /// it.
+    /// `ran_alone` nodes of the plan alone, if it was one of them: its
+    /// dependency that came last, or [`NONE`] for a root. `None` for a node
+    /// of the shared part, whose releaser recorded itself.
     pub(super) fn released_by(&self, index: usize, ran_alone: usize) -> Option<u32> {
         ((self.position[index] as usize) < ran_alone).then(|| self.last_dependency[index])
     }
@@ -356,8 +359,100 @@ impl<C: ?Sized + Sync> Shared<C> {
 
 #[cfg(test)]
 mod tests {
-    use super::{HandOverRule, ShareThreshold};
+    use super::{AlonePlan, HandOverRule, ShareThreshold, NONE};
+    use crate::graph::ReadyOrder;
+    use crate::lane::Lane;
     use std::time::Duration;
+
+    /// A plan for nodes of `lanes` and `edges` (from, to), with successor
+    /// lists and roots in index order (their urgency order here).
+    fn plan(lanes: &[Lane], edges: &[(u32, u32)], order: ReadyOrder) -> AlonePlan {
+        let n = lanes.len();
+        let mut successors = vec![Vec::new(); n];
+        let mut dependencies = vec![0; n];
+        for &(from, to) in edges {
+            successors[from as usize].push(to);
+            dependencies[to as usize] += 1;
+        }
+        let roots: Vec<u32> = (0..n as u32)
+            .filter(|&i| dependencies[i as usize] == 0)
+            .collect();
+        let mut plan = AlonePlan::new(lanes.into(), order);
+        assert!(plan.is_stale());
+        plan.replan(&roots, &dependencies, |i| &successors[i as usize]);
+        assert!(!plan.is_stale());
+        // Every node once, each after its dependencies, and the position
+        // map and last dependencies agree with the order.
+        let mut seen = vec![false; n];
+        for (place, &node) in plan.order.iter().enumerate() {
+            assert!(!std::mem::replace(&mut seen[node as usize], true));
+            assert_eq!(plan.position[node as usize] as usize, place);
+        }
+        for node in 0..n {
+            let deps: Vec<u32> = edges
+                .iter()
+                .filter(|e| e.1 == node as u32)
+                .map(|e| e.0)
+                .collect();
+            let last = deps
+                .iter()
+                .copied()
+                .max_by_key(|&d| plan.position[d as usize]);
+            assert_eq!(
+                plan.last_dependency[node],
+                last.unwrap_or(NONE),
+                "node {node}"
+            );
+            for d in deps {
+                assert!(plan.position[d as usize] < plan.position[node]);
+            }
+        }
+        plan
+    }
+
+    #[test]
+    fn the_plan_is_the_order_of_the_ready_lists() {
+        use Lane::*;
+        // 0 -> {1, 2}, 1 -> 3, 2 -> 3; 4 is a root in a lower lane;
+        // 5 (frame-critical) waits for 4.
+        let lanes = [Normal, Normal, Normal, Normal, Background, FrameCritical];
+        let edges = [(0, 1), (0, 2), (1, 3), (2, 3), (4, 5)];
+        // Critical path first: the most urgent lane first, and in a lane
+        // the newest batch's most urgent node (depth first).
+        let cpf = plan(&lanes, &edges, ReadyOrder::CriticalPathFirst);
+        assert_eq!(&*cpf.order, [0, 1, 2, 3, 4, 5]);
+        // FIFO: in a lane, the oldest first.
+        let fifo = plan(&lanes, &edges, ReadyOrder::Fifo);
+        assert_eq!(&*fifo.order, [0, 1, 2, 3, 4, 5]);
+        // Where they differ: 0 -> {1, 2}, 1 -> 3; CPF runs 3 before 2.
+        let lanes = [Normal; 4];
+        let edges = [(0, 1), (0, 2), (1, 3)];
+        assert_eq!(
+            &*plan(&lanes, &edges, ReadyOrder::CriticalPathFirst).order,
+            [0, 1, 3, 2]
+        );
+        assert_eq!(&*plan(&lanes, &edges, ReadyOrder::Fifo).order, [0, 1, 2, 3]);
+        // A frame-critical node runs as soon as it is released, before
+        // what is left of a lower lane.
+        let lanes = [Normal, Normal, FrameCritical, Normal];
+        let edges = [(0, 1), (1, 2)];
+        assert_eq!(&*plan(&lanes, &edges, ReadyOrder::Fifo).order, [0, 3, 1, 2]);
+        assert_eq!(
+            &*plan(&lanes, &edges, ReadyOrder::CriticalPathFirst).order,
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn a_plan_records_who_released_each_node() {
+        let lanes = [Lane::Normal; 4];
+        let plan = plan(&lanes, &[(0, 2), (1, 2), (2, 3)], ReadyOrder::Fifo);
+        assert_eq!(&*plan.order, [0, 1, 2, 3]);
+        // All four ran alone; after a hand-over at 2, only 0 and 1 did.
+        assert_eq!(plan.released_by(2, 4), Some(1));
+        assert_eq!(plan.released_by(0, 4), Some(NONE));
+        assert_eq!(plan.released_by(3, 2), None);
+    }
 
     #[test]
     fn the_hand_over_rule_is_the_share_threshold_in_ticks() {
