@@ -353,6 +353,17 @@ fn empty_graph_runs() {
     assert!(stats.critical_path().is_empty());
 }
 
+/// The nodes of the panic tests and their dependencies: `collide` and
+/// `render` depend on `physics`, which panics; `audio` and `ui` do not.
+const GAME: [(&str, &[&str]); 6] = [
+    ("input", &[]),
+    ("physics", &["input"]),
+    ("collide", &["physics"]),
+    ("render", &["collide", "audio"]),
+    ("audio", &["input"]),
+    ("ui", &[]),
+];
+
 /// In every kind of frame (run alone, handed over, shared): a panicking
 /// node makes the frame return an error naming it, its dependents are
 /// skipped and reported, independent nodes still run, and the next frame
@@ -368,14 +379,7 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
         let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
         let mut b = TaskGraph::<AtomicBool>::builder();
         b.share_above(threshold, threshold);
-        for (name, deps) in [
-            ("input", &[][..]),
-            ("physics", &["input"][..]),
-            ("collide", &["physics"][..]),
-            ("render", &["collide", "audio"][..]),
-            ("audio", &["input"][..]),
-            ("ui", &[][..]),
-        ] {
+        for (name, deps) in GAME {
             let ran = ran.clone();
             b.node(name, Lane::FrameCritical, move |cx| {
                 if name == "physics" && cx.data().load(Ordering::SeqCst) {
@@ -438,14 +442,7 @@ fn a_panic_before_a_hand_over_skips_dependents_in_the_shared_part() {
     // ran before it.
     b.share_above(Duration::from_micros(500), Duration::ZERO);
     let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
-    for (name, deps) in [
-        ("input", &[][..]),
-        ("physics", &["input"][..]),
-        ("collide", &["physics"][..]),
-        ("render", &["collide", "audio"][..]),
-        ("audio", &["input"][..]),
-        ("ui", &[][..]),
-    ] {
+    for (name, deps) in GAME {
         let ran = ran.clone();
         b.node(name, Lane::FrameCritical, move |cx| {
             if name == "physics" {
