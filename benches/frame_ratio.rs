@@ -1,0 +1,147 @@
+//! The graph benchmark's DAG against its bound, in interleaved rounds, for
+//! a VM whose speed drifts: criterion measures each runner for seconds on
+//! end, and this VM's clock speed has been seen to swing by 1.9x between
+//! such runs, more than the 2% the 20 µs target asks for.
+//!
+//! Each round runs, one after the other, on the same threads:
+//! - `sequential`: the 256 nodes' work in a plain loop on this thread;
+//! - `halves`: the same work split 128 + 128 over this thread and a helper
+//!   thread that waits on a barrier between rounds (so it is woken, as a
+//!   pool's worker is), with no edges: what two threads of this machine
+//!   give the work at that moment;
+//! - `timed` and `untimed`: one frame of the DAG as an engine-tasks graph
+//!   (default pool: one worker and this thread), with and without node
+//!   timing.
+//!
+//! Per round it takes the ratios of each graph frame to half the
+//! sequential time (the bound: the DAG's critical path, 16 nodes,
+//! is far shorter) and to the halves, and prints their medians and
+//! quartiles. Frames are not back to back here: between two frames of a
+//! graph the other runners work for a few frame times, so its worker has
+//! parked and is woken, as in a paced game loop.
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin frame_ratio --
+//! [nanoseconds of work per node, default 20000] [rounds, default 301]`
+
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{benchmark_dag, graph_of, threads, Work};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const NODES: usize = 256;
+
+/// The helper half of `halves`: waits at the barrier, runs its half, and
+/// reports when it finished.
+struct Helper {
+    start_line: Arc<Barrier>,
+    ends: std::sync::mpsc::Receiver<Instant>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Helper {
+    fn new(work: Work, rounds: usize) -> Helper {
+        let start_line = Arc::new(Barrier::new(2));
+        let (send, ends) = std::sync::mpsc::channel();
+        let thread = {
+            let start_line = start_line.clone();
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    start_line.wait();
+                    (0..NODES / 2).for_each(|_| work.run());
+                    send.send(Instant::now()).expect("the timing thread waits");
+                }
+            })
+        };
+        Helper {
+            start_line,
+            ends,
+            thread: Some(thread),
+        }
+    }
+
+    /// One round of `halves`.
+    fn round(&self, work: Work) -> Duration {
+        self.start_line.wait();
+        let start = Instant::now();
+        (0..NODES / 2).for_each(|_| work.run());
+        let mine = Instant::now();
+        let theirs = self.ends.recv().expect("the helper runs every round");
+        mine.max(theirs) - start
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the helper does not panic");
+        }
+    }
+}
+
+/// The median and the quartiles of `values`.
+fn quartiles(mut values: Vec<f64>) -> [f64; 3] {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    [at(0.25), at(0.5), at(0.75)]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let nanos: u64 = args
+        .next()
+        .map_or(20_000, |a| a.parse().expect("nanoseconds per node"));
+    let rounds: usize = args.next().map_or(301, |a| a.parse().expect("rounds"));
+    let deps = benchmark_dag();
+    let work = Work::nanos(nanos);
+    let works = vec![work; deps.len()];
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    let mut timed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+    let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, false);
+    // Warm-up: the graphs' estimates and wake-up decisions settle.
+    for _ in 0..50 {
+        timed.run(&pool, &()).unwrap();
+        untimed.run(&pool, &()).unwrap();
+    }
+    let helper = Helper::new(work, rounds);
+    let time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    };
+    // Per round: [timed, untimed] over half the sequential time, and over
+    // the halves.
+    let mut over_bound = [Vec::new(), Vec::new()];
+    let mut over_halves = [Vec::new(), Vec::new()];
+    let mut halves_over_bound = Vec::new();
+    for _ in 0..rounds {
+        let sequential = time(&mut || (0..NODES).for_each(|_| work.run())).as_secs_f64();
+        let halves = helper.round(work).as_secs_f64();
+        let frames = [
+            time(&mut || {
+                timed.run(&pool, &()).unwrap();
+            })
+            .as_secs_f64(),
+            time(&mut || {
+                untimed.run(&pool, &()).unwrap();
+            })
+            .as_secs_f64(),
+        ];
+        for (k, frame) in frames.into_iter().enumerate() {
+            over_bound[k].push(frame / (sequential / 2.0));
+            over_halves[k].push(frame / halves);
+        }
+        halves_over_bound.push(halves / (sequential / 2.0));
+    }
+    println!(
+        "{NODES} nodes x {nanos} ns, {rounds} interleaved rounds: ratios, quartiles [25% median 75%]"
+    );
+    let show = |label: &str, values: &Vec<f64>| {
+        let [low, mid, high] = quartiles(values.clone());
+        println!("{label:<34} {low:.3} {mid:.3} {high:.3}");
+    };
+    show("timed / (sequential / 2)", &over_bound[0]);
+    show("untimed / (sequential / 2)", &over_bound[1]);
+    show("timed / halves", &over_halves[0]);
+    show("untimed / halves", &over_halves[1]);
+    show("halves / (sequential / 2)", &halves_over_bound);
+}
