@@ -189,30 +189,53 @@ mod loom_models {
         });
     }
 
-    /// A thread that, once `handed_over` is set, finishes dependency `i`
-    /// in frame `epoch`: it gets the dependency as from a queue.
-    fn finish_once_handed_over(
-        countdown: &Arc<Countdown>,
-        results: &Arc<[AtomicUsize; 2]>,
-        owners: &Arc<AtomicUsize>,
-        handed_over: &Arc<AtomicUsize>,
-        i: usize,
-        epoch: u64,
-    ) -> thread::JoinHandle<()> {
-        let (countdown, results, owners, handed_over) = (
-            countdown.clone(),
-            results.clone(),
-            owners.clone(),
-            handed_over.clone(),
-        );
-        thread::spawn(move || {
-            // Acquire: pairs with the hand-over's release store, as a steal
-            // pairs with a push.
-            while handed_over.load(Ordering::Acquire) == 0 {
-                thread::yield_now();
+    /// A node of two dependencies whose frame is handed over to a second
+    /// thread, as a queue does it (release store, acquire load).
+    #[derive(Clone)]
+    struct HandOver {
+        countdown: Arc<Countdown>,
+        results: Arc<[AtomicUsize; 2]>,
+        owners: Arc<AtomicUsize>,
+        handed_over: Arc<AtomicUsize>,
+    }
+
+    impl HandOver {
+        fn new() -> Self {
+            HandOver {
+                countdown: Arc::new(Countdown::new()),
+                results: Arc::new(Default::default()),
+                owners: Arc::new(AtomicUsize::new(0)),
+                handed_over: Arc::new(AtomicUsize::new(0)),
             }
-            finish(&countdown, &results[..], &owners, i, epoch);
-        })
+        }
+
+        /// A thread that, once handed over, finishes dependency `i` in
+        /// frame `epoch`: it gets the dependency as from a queue.
+        fn finish_once_handed_over(&self, i: usize, epoch: u64) -> thread::JoinHandle<()> {
+            let this = self.clone();
+            thread::spawn(move || {
+                // Acquire: pairs with the release store in `hand_over`, as a
+                // steal pairs with a push.
+                while this.handed_over.load(Ordering::Acquire) == 0 {
+                    thread::yield_now();
+                }
+                this.finish(i, epoch);
+            })
+        }
+
+        fn hand_over(&self) {
+            // Release: pairs with the acquire load above.
+            self.handed_over.store(1, Ordering::Release);
+        }
+
+        fn finish(&self, i: usize, epoch: u64) {
+            finish(&self.countdown, &self.results[..], &self.owners, i, epoch);
+        }
+
+        fn owners(&self) -> usize {
+            // Relaxed: read after joining every thread that counted.
+            self.owners.load(Ordering::Relaxed)
+        }
     }
 
     /// A shared frame between two frames counted by one thread alone, for
@@ -234,20 +257,14 @@ mod loom_models {
     #[test]
     fn counts_made_alone_carry_over() {
         loom::model(|| {
-            let countdown = Arc::new(Countdown::new());
-            let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
-            let owners = Arc::new(AtomicUsize::new(0));
-            let handed_over = Arc::new(AtomicUsize::new(0));
-            let dependency =
-                finish_once_handed_over(&countdown, &results, &owners, &handed_over, 0, 2);
-            countdown.complete_alone(2, 1);
-            // Release: pairs with the acquire load above.
-            handed_over.store(1, Ordering::Release);
-            finish(&countdown, &results[..], &owners, 1, 2);
+            let node = HandOver::new();
+            let dependency = node.finish_once_handed_over(0, 2);
+            node.countdown.complete_alone(2, 1);
+            node.hand_over();
+            node.finish(1, 2);
             dependency.join().unwrap();
-            // Relaxed: the join ordered every release of frame 2.
-            assert_eq!(owners.load(Ordering::Relaxed), 1, "frame 2");
-            let alone: Vec<bool> = (0..2).map(|_| countdown.release_alone(2, 3)).collect();
+            assert_eq!(node.owners(), 1, "frame 2");
+            let alone: Vec<bool> = (0..2).map(|_| node.countdown.release_alone(2, 3)).collect();
             assert_eq!(alone, [false, true], "frame 3");
         });
     }
@@ -259,19 +276,17 @@ mod loom_models {
     #[test]
     fn a_frame_handed_over_between_two_releases() {
         loom::model(|| {
-            let countdown = Arc::new(Countdown::new());
-            let results: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
-            let owners = Arc::new(AtomicUsize::new(0));
-            let handed_over = Arc::new(AtomicUsize::new(0));
-            let other = finish_once_handed_over(&countdown, &results, &owners, &handed_over, 1, 1);
+            let node = HandOver::new();
+            let other = node.finish_once_handed_over(1, 1);
             // Relaxed: published by the hand-over below.
-            results[0].store(1, Ordering::Relaxed);
-            assert!(!countdown.release_alone(2, 1), "the first of two releases");
-            // Release: pairs with the acquire load above.
-            handed_over.store(1, Ordering::Release);
+            node.results[0].store(1, Ordering::Relaxed);
+            assert!(
+                !node.countdown.release_alone(2, 1),
+                "the first of two releases"
+            );
+            node.hand_over();
             other.join().unwrap();
-            // Relaxed: the join ordered the other thread's release.
-            assert_eq!(owners.load(Ordering::Relaxed), 1);
+            assert_eq!(node.owners(), 1);
         });
     }
 }
