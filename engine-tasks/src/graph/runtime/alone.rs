@@ -262,7 +262,6 @@ impl<C: ?Sized + Sync> Shared<C> {
         let thread_lane = local.map(|l| l.current_lane());
         let mut lane = thread_lane;
         let mut ran_in_lane = [0; Lane::COUNT];
-        let mut sinks_done = 0;
         let mut start = now();
         // The node count at which to look at the clock next.
         let mut next_check = hand_over.as_ref().map_or(u32::MAX, |rule| rule.check_every);
@@ -281,10 +280,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             let end = now();
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             start = end;
-            let successors = self.successors_of(index);
-            sinks_done += usize::from(successors.is_empty());
             if outcome != NodeOutcome::Ran {
-                for &s in successors {
+                for &s in self.successors_of(index) {
                     self.poison(s, frame.epoch);
                 }
             }
@@ -298,7 +295,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let now = if timed { end } else { clock::ticks() };
             let ran = ran as usize;
             if ran < plan.order.len() && rule.says_hand_over(now, ran as u32) {
-                self.hand_over(plan, ran, sinks_done, &frame, local);
+                self.hand_over(plan, ran, &frame, local);
                 ended = (FrameSharing::HandedOver, ran);
                 break;
             }
@@ -315,31 +312,26 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Hands the frame over after the first `ran` nodes of `plan` ran
-    /// (module docs): counts the frame's latch down for the `sinks_done`
-    /// sinks among them, completes their countdowns and counts their
-    /// releases of the nodes that did not run, and queues the nodes that
-    /// are ready now, in plan order.
+    /// (module docs): completes their countdowns, counts their releases of
+    /// the nodes that did not run, counts the sinks among them as finished,
+    /// and queues the nodes that are ready now, in plan order.
     fn hand_over(
         &self,
         plan: &mut AlonePlan,
         ran: usize,
-        sinks_done: usize,
         frame: &FrameView<'_, C>,
         local: Option<&Local<'_>>,
     ) {
-        if sinks_done > 0 {
-            // Cannot be the last: the nodes after `ran` have not run, and
-            // each reaches a sink.
-            let last = self.finish_sinks(sinks_done);
-            debug_assert!(!last, "a hand-over leaves sinks to run");
-        }
         let (done, rest) = plan.order.split_at(ran);
+        let mut sinks_done = 0;
         for &from in done {
             let dependencies = self.dependencies[from as usize];
             self.states[from as usize]
                 .pending
                 .complete_alone(dependencies, frame.count_epoch);
-            for &to in self.successors_of(from) {
+            let successors = self.successors_of(from);
+            sinks_done += usize::from(successors.is_empty());
+            for &to in successors {
                 // `Ran`: the loop in `run_alone` poisoned what it had to.
                 if plan.position[to as usize] as usize >= ran
                     && self.release(from, to, NodeOutcome::Ran, frame, true)
@@ -347,6 +339,12 @@ impl<C: ?Sized + Sync> Shared<C> {
                     plan.released[to as usize] = true;
                 }
             }
+        }
+        if sinks_done > 0 {
+            // Cannot be the last: the nodes after `ran` have not run, and
+            // each reaches a sink.
+            let last = self.finish_sinks(sinks_done);
+            debug_assert!(!last, "a hand-over leaves sinks to run");
         }
         let released = &mut plan.released;
         let ready = rest.iter().copied().filter(|&index| {
