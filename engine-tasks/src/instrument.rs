@@ -114,9 +114,9 @@ impl Drop for FrameSpan {
 /// Values plotted at the end of each frame: tasks queued per lane, threads
 /// awake (not parked), blocking-pool threads.
 #[inline(always)]
-pub(crate) fn frame_plots(queued: impl Fn(Lane) -> usize, awake: usize) {
+pub(crate) fn frame_plots(queued: impl Fn(Lane) -> usize, awake: impl Fn() -> usize) {
     #[cfg(feature = "tracy-core")]
-    tracy::frame_plots(&queued, awake);
+    tracy::frame_plots(&queued, awake());
     #[cfg(not(feature = "tracy-core"))]
     let _ = (queued, awake);
 }

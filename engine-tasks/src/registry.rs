@@ -212,6 +212,17 @@ impl Shared {
         self.started.load(Ordering::Relaxed)
     }
 
+    /// Started workers not parked right now, for plots. A worker parks
+    /// before its spawner stores `started`, so this counts among the
+    /// started slots instead of subtracting all parked slots from
+    /// `started`, which could go below zero.
+    pub(crate) fn workers_awake(&self) -> usize {
+        self.slots[..self.threads_started()]
+            .iter()
+            .filter(|slot| !slot.counters.is_parked())
+            .count()
+    }
+
     pub(crate) fn is_shutdown(&self) -> bool {
         self.gate.is_closed()
     }
@@ -499,5 +510,26 @@ fn store_if_moved(hint: &AtomicU64, ticks: u64) {
     let current = hint.load(Ordering::Relaxed);
     if current.abs_diff(ticks) > ticks / 16 {
         hint.store(ticks, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::Pool;
+
+    /// A worker can park before its spawner stores `started` (the spawner
+    /// is still returning from the spawn call). The awake count must stay
+    /// within the started workers then; it used to subtract every parked
+    /// slot from `started` and underflow.
+    #[test]
+    fn awake_count_ignores_a_parked_worker_not_yet_counted() {
+        let pool = Pool::builder().threads(2).build().unwrap();
+        let shared = pool.shared();
+        assert_eq!(shared.threads_started(), 0);
+        // What worker 0 does when it parks before its spawner counts it.
+        shared.slots[0].counters.begin_park();
+        assert!(shared.slots[0].counters.is_parked());
+        assert_eq!(shared.workers_awake(), 0);
+        shared.slots[0].counters.end_park();
     }
 }

@@ -517,11 +517,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         pool_shared.frame_ended();
         instrument::frame_plots(
             |lane| pool_shared.queued(lane),
-            pool_shared.threads_started()
-                - pool_shared.slots[..pool_shared.worker_count()]
-                    .iter()
-                    .filter(|s| s.counters.is_parked())
-                    .count(),
+            || pool_shared.workers_awake(),
         );
         drop(frame_span);
         let end_tick = clock::ticks();
