@@ -11,7 +11,11 @@
 //!   give the work at that moment;
 //! - `timed` and `untimed`: one frame of the DAG as an engine-tasks graph
 //!   (default pool: one worker and this thread), with and without node
-//!   timing.
+//!   timing; shared frames run planned (the default);
+//! - `queued timed` and `queued untimed`: the same with planned frames
+//!   turned off, so shared frames queue their nodes.
+//!
+//! The graphs take turns at going first in a round.
 //!
 //! Per round it takes the ratios of each graph frame to half the
 //! sequential time (the bound: the DAG's critical path, 16 nodes,
@@ -23,8 +27,9 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_ratio --
 //! [nanoseconds of work per node, default 20000] [rounds, default 301]`
 
+use engine_tasks::TaskGraph;
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_of, threads, Work};
+use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Work};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -95,12 +100,23 @@ fn main() {
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-    let mut timed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
-    let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, false);
+    let graph = |timed: bool, planned: bool| -> TaskGraph<()> {
+        let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, timed);
+        builder.plan_frames(planned);
+        builder.build().expect("a valid DAG")
+    };
+    const LABELS: [&str; 4] = ["timed", "untimed", "queued timed", "queued untimed"];
+    let mut graphs = [
+        graph(true, true),
+        graph(false, true),
+        graph(true, false),
+        graph(false, false),
+    ];
     // Warm-up: the graphs' estimates and wake-up decisions settle.
     for _ in 0..50 {
-        timed.run(&pool, &()).unwrap();
-        untimed.run(&pool, &()).unwrap();
+        for graph in &mut graphs {
+            graph.run(&pool, &()).unwrap();
+        }
     }
     let helper = Helper::new(work, rounds);
     let time = |f: &mut dyn FnMut()| {
@@ -108,25 +124,24 @@ fn main() {
         f();
         start.elapsed()
     };
-    // Per round: [timed, untimed] over half the sequential time, and over
-    // the halves.
-    let mut over_bound = [Vec::new(), Vec::new()];
-    let mut over_halves = [Vec::new(), Vec::new()];
+    // Per round: each graph's frame over half the sequential time, and
+    // over the halves.
+    let mut over_bound: [Vec<f64>; 4] = Default::default();
+    let mut over_halves: [Vec<f64>; 4] = Default::default();
     let mut halves_over_bound = Vec::new();
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let sequential = time(&mut || (0..NODES).for_each(|_| work.run())).as_secs_f64();
         let halves = helper.round(work).as_secs_f64();
-        let frames = [
-            time(&mut || {
-                timed.run(&pool, &()).unwrap();
+        // Each round starts with the next graph: the first after the
+        // halves finds the pool's worker parked longest, and each later one
+        // finds it just done with the frame before.
+        for j in 0..graphs.len() {
+            let k = (round + j) % graphs.len();
+            let graph = &mut graphs[k];
+            let frame = time(&mut || {
+                graph.run(&pool, &()).unwrap();
             })
-            .as_secs_f64(),
-            time(&mut || {
-                untimed.run(&pool, &()).unwrap();
-            })
-            .as_secs_f64(),
-        ];
-        for (k, frame) in frames.into_iter().enumerate() {
+            .as_secs_f64();
             over_bound[k].push(frame / (sequential / 2.0));
             over_halves[k].push(frame / halves);
         }
@@ -139,9 +154,11 @@ fn main() {
         let [low, mid, high] = quartiles(values.clone());
         println!("{label:<34} {low:.3} {mid:.3} {high:.3}");
     };
-    show("timed / (sequential / 2)", &over_bound[0]);
-    show("untimed / (sequential / 2)", &over_bound[1]);
-    show("timed / halves", &over_halves[0]);
-    show("untimed / halves", &over_halves[1]);
+    for (label, values) in LABELS.iter().zip(&over_bound) {
+        show(&format!("{label} / (sequential / 2)"), values);
+    }
+    for (label, values) in LABELS.iter().zip(&over_halves) {
+        show(&format!("{label} / halves"), values);
+    }
     show("halves / (sequential / 2)", &halves_over_bound);
 }

@@ -1,7 +1,7 @@
 //! Shared pieces of the benchmarks: the baseline global-queue pool and the
 //! thread count every peer gets.
 
-use engine_tasks::{Lane, ReadyOrder, TaskGraph};
+use engine_tasks::{Lane, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -187,6 +187,18 @@ pub fn graph_of(
     order: ReadyOrder,
     timed: bool,
 ) -> TaskGraph<()> {
+    graph_builder_of(deps, work, order, timed)
+        .build()
+        .expect("a valid DAG")
+}
+
+/// The builder of [`graph_of`]'s graph, for further options.
+pub fn graph_builder_of(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    order: ReadyOrder,
+    timed: bool,
+) -> TaskGraphBuilder<()> {
     let mut b = TaskGraph::<()>::builder();
     b.ready_order(order).measure_nodes(timed);
     for (i, d) in deps.iter().enumerate() {
@@ -194,7 +206,7 @@ pub fn graph_of(
         b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())
             .after(d.iter().map(|d| format!("n{d}")));
     }
-    b.build().expect("a valid DAG")
+    b
 }
 
 /// The greedy two-thread schedule of `deps` (where `deps[i]` names only

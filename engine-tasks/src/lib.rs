@@ -70,6 +70,7 @@ mod lane;
 mod latch;
 mod lifo;
 mod loom;
+mod node_marks;
 mod park;
 mod queue;
 mod ring;

@@ -87,6 +87,9 @@ pub(crate) struct Local<'a> {
     /// Background tasks running on this thread's stack (nested ones run
     /// while an outer one waits).
     background_depth: Cell<u32>,
+    /// Tasks running on this thread's stack (a task that waits runs others
+    /// inside it).
+    task_depth: Cell<u32>,
     /// Completed scope tasks' counts not yet given back (credit.rs).
     pub(crate) credit: ScopeCredit,
     /// The scope key (`TaskRef::scope`) of the task running on this thread.
@@ -125,6 +128,7 @@ impl<'a> Local<'a> {
             searching: Cell::new(searching),
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
+            task_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
             ended_frame: Cell::new(false),
@@ -596,6 +600,7 @@ impl<'a> Local<'a> {
         let background = u32::from(lane == Lane::Background);
         self.background_depth
             .set(self.background_depth.get() + background);
+        self.task_depth.set(self.task_depth.get() + 1);
         // Counted before the body, whose completion a joiner may observe:
         // the joiner's acquire then also sees the count.
         self.slot.counters.lanes[lane.index()].executed.bump();
@@ -605,8 +610,27 @@ impl<'a> Local<'a> {
         }
         self.background_depth
             .set(self.background_depth.get() - background);
+        self.task_depth.set(self.task_depth.get() - 1);
         self.lane.set(outer);
         self.running_scope.set(outer_scope);
+    }
+
+    /// Sleeps by the idle protocol (so a push of work at least as urgent as
+    /// `floor` wakes it, as does an unpark of its slot) unless `stop`
+    /// holds when checked after announcing idle; runs a task found on the
+    /// way. For the frame's thread of a planned frame
+    /// (`graph/runtime/planned.rs`).
+    pub(crate) fn sleep_unless(&self, floor: Lane, stop: impl Fn() -> bool) {
+        match self.idle(floor, true, stop) {
+            Idle::Found(found) => self.run_found(found),
+            Idle::Woke | Idle::Stopped => self.leave_search(),
+        }
+    }
+
+    /// Whether the running task runs inside another task's wait on this
+    /// thread (a `join`, `scope` or frame of it).
+    pub(crate) fn nested_in_a_task(&self) -> bool {
+        self.task_depth.get() > 1
     }
 
     /// Records that this thread finished a frame's last node.

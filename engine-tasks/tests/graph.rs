@@ -59,6 +59,9 @@ impl Log {
 /// average: far above the logging bodies, also in debug builds.
 const SHARE_ABOVE: (Duration, Duration) = (Duration::from_micros(100), Duration::from_micros(5));
 
+/// Shares every frame (the first from its second node on).
+const SHARE_ALWAYS: (Duration, Duration) = (Duration::ZERO, Duration::ZERO);
+
 /// The body of node `i`: spins `spin_nanos`, notes the thread that ran it
 /// (a `pinned` node must run on the frame's), counts the run and records
 /// when it finished.
@@ -81,9 +84,16 @@ fn logging_node(
     }
 }
 
-fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
+/// A random DAG of `nodes` nodes; unless `plannable`, some nodes are
+/// pinned and lanes are mixed, which planned frames do not take.
+fn random_graph(
+    rng: &mut Rng,
+    nodes: usize,
+    plannable: bool,
+    share_above: (Duration, Duration),
+) -> (TaskGraph<Log>, Vec<Vec<usize>>) {
     let mut builder = TaskGraph::<Log>::builder();
-    builder.share_above(SHARE_ABOVE.0, SHARE_ABOVE.1);
+    builder.share_above(share_above.0, share_above.1);
     let mut deps = Vec::with_capacity(nodes);
     // Shuffled declaration order: node `i` may only depend on nodes with a
     // smaller rank, but is declared at a random position.
@@ -103,8 +113,12 @@ fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>
         deps.push(d);
     }
     for &i in &declare {
-        let pinned = rng.below(8) == 0;
-        let lane = Lane::ALL[rng.below(2) as usize];
+        let pinned = !plannable && rng.below(8) == 0;
+        let lane = if plannable {
+            Lane::Normal
+        } else {
+            Lane::ALL[rng.below(2) as usize]
+        };
         let body = logging_node(i, pinned);
         let node = if pinned {
             builder.main_thread_node(format!("n{i}"), body)
@@ -120,15 +134,16 @@ fn random_graph(rng: &mut Rng, nodes: usize) -> (TaskGraph<Log>, Vec<Vec<usize>>
 /// thread, then two with 20 µs of work per node. The first of those hands
 /// the rest of the frame over to the pool once it passes `SHARE_ABOVE` (in
 /// graphs of six nodes or more); the second, in graphs of 18 nodes or more,
-/// is shared from the start (its smoothed node times pass the rule).
+/// is shared from the start (its smoothed node times pass the rule), or,
+/// in every other graph (one lane, nothing pinned), planned.
 #[test]
 fn random_dags_respect_dependencies_and_run_each_node_once() {
     let pool = Pool::builder().threads(3).build().unwrap();
     let mut rng = Rng(0x1234_5678_9abc_def1);
-    let mut sharing_seen = [0usize; 3];
+    let mut sharing_seen = [0usize; 4];
     for graph_no in 0..2_000 {
         let n = 1 + rng.below(40) as usize;
-        let (mut graph, deps) = random_graph(&mut rng, n);
+        let (mut graph, deps) = random_graph(&mut rng, n, graph_no % 2 == 0, SHARE_ABOVE);
         let log = Log::for_this_thread(n);
         let frames = 5;
         for frame in 0..frames {
@@ -170,6 +185,7 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
                 FrameSharing::Alone => 0,
                 FrameSharing::HandedOver => 1,
                 FrameSharing::Shared => 2,
+                FrameSharing::Planned => 3,
             }] += 1;
             if sharing == FrameSharing::Alone {
                 assert_eq!(log.off_thread.load(Ordering::SeqCst), off_thread_before);
@@ -198,10 +214,10 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
             .nodes()
             .all(|t| t.outcome == NodeOutcome::Ran));
     }
-    let [alone, handed_over, shared] = sharing_seen;
+    let [alone, handed_over, shared, planned] = sharing_seen;
     assert!(
-        alone > 0 && handed_over > 0 && shared > 0,
-        "frames alone {alone}, handed over {handed_over}, shared {shared}"
+        alone > 0 && handed_over > 0 && shared > 0 && planned > 0,
+        "frames alone {alone}, handed over {handed_over}, shared {shared}, planned {planned}"
     );
 }
 
@@ -364,7 +380,7 @@ const GAME: [(&str, &[&str]); 6] = [
     ("ui", &[]),
 ];
 
-/// In every kind of frame (run alone, handed over, shared): a panicking
+/// In every kind of frame (run alone, handed over, shared, planned): a panicking
 /// node makes the frame return an error naming it, its dependents are
 /// skipped and reported, independent nodes still run, and the next frame
 /// is normal.
@@ -374,11 +390,15 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     let mut sharing_seen = Vec::new();
     // Thresholds out of reach run every frame alone (a panic can take
     // long enough to pass the default ones); zero ones hand the first frame
-    // over after its first node and share the rest.
-    for threshold in [Duration::MAX, Duration::ZERO] {
+    // over after its first node and share the rest, by queues or by plan.
+    for (threshold, plan) in [
+        (Duration::MAX, true),
+        (Duration::ZERO, false),
+        (Duration::ZERO, true),
+    ] {
         let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
         let mut b = TaskGraph::<AtomicBool>::builder();
-        b.share_above(threshold, threshold);
+        b.share_above(threshold, threshold).plan_frames(plan);
         for (name, deps) in GAME {
             let ran = ran.clone();
             b.node(name, Lane::FrameCritical, move |cx| {
@@ -425,6 +445,7 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
         FrameSharing::Alone,
         FrameSharing::HandedOver,
         FrameSharing::Shared,
+        FrameSharing::Planned,
     ] {
         assert!(sharing_seen.contains(&sharing), "{sharing_seen:?}");
     }
@@ -673,13 +694,23 @@ fn graphs_run_when_no_thread_could_be_spawned() {
         .spawn_with(|_spec, _body| Err(std::io::Error::other("no threads today")))
         .build()
         .unwrap();
-    let (mut graph, deps) = random_graph(&mut Rng(7), 30);
-    let log = Log::for_this_thread(30);
-    for _ in 0..3 {
-        graph.run(&pool, &log).unwrap();
+    // Shared from the second frame on: queued, or planned (the frame's
+    // thread then runs the helper tasks itself, as walkers of nothing).
+    for plannable in [false, true] {
+        let (mut graph, deps) = random_graph(&mut Rng(7), 30, plannable, SHARE_ALWAYS);
+        let log = Log::for_this_thread(30);
+        for _ in 0..3 {
+            graph.run(&pool, &log).unwrap();
+        }
+        assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 3));
+        assert_eq!(deps.len(), 30);
+        let expected = if plannable {
+            FrameSharing::Planned
+        } else {
+            FrameSharing::Shared
+        };
+        assert_eq!(graph.last_frame().sharing(), expected);
     }
-    assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 3));
-    assert_eq!(deps.len(), 30);
     assert_eq!(pool.stats().threads_started, 0);
 }
 
@@ -696,7 +727,8 @@ fn concurrent_frames_from_outside_threads() {
                 let mut rng = Rng(seed * 7919 + 3);
                 for _ in 0..100 {
                     let n = 1 + rng.below(30) as usize;
-                    let (mut graph, _) = random_graph(&mut rng, n);
+                    let plannable = rng.below(2) == 0;
+                    let (mut graph, _) = random_graph(&mut rng, n, plannable, SHARE_ALWAYS);
                     let log = Log::for_this_thread(n);
                     graph.run(&pool, &log).unwrap();
                     assert!(log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 1));
@@ -717,13 +749,17 @@ fn a_graph_can_run_inside_a_task() {
     let inner = pool.clone();
     let handle = pool
         .spawn(Lane::Normal, move || {
-            let (mut graph, _) = random_graph(&mut Rng(99), 25);
-            let log = Log::for_this_thread(25);
-            for _ in 0..10 {
-                graph.run(&inner, &log).unwrap();
+            let mut ok = true;
+            for plannable in [false, true] {
+                let (mut graph, _) = random_graph(&mut Rng(99), 25, plannable, SHARE_ALWAYS);
+                let log = Log::for_this_thread(25);
+                for _ in 0..10 {
+                    graph.run(&inner, &log).unwrap();
+                }
+                ok &= log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 10);
+                ok &= log.pinned_off_thread.load(Ordering::SeqCst) == 0;
             }
-            let ok = log.runs.iter().all(|r| r.load(Ordering::SeqCst) == 10);
-            ok && log.pinned_off_thread.load(Ordering::SeqCst) == 0
+            ok
         })
         .unwrap();
     assert!(handle.join().unwrap());
@@ -762,4 +798,48 @@ fn the_only_worker_never_hands_a_frame_over() {
         })
         .unwrap();
     assert_eq!(receive.recv().unwrap(), (FrameSharing::Alone, 120));
+}
+
+/// Planned frames whose nodes wait inside: `parallel_for` pieces and
+/// joined tasks. A thread waiting inside a node runs other tasks, helper
+/// tasks of the same frame among them; such a helper only runs ready
+/// nodes, since waiting there could wait for the node it runs inside. Each
+/// node runs once per frame, and no frame hangs.
+#[test]
+fn planned_frames_whose_nodes_wait_on_pool_work() {
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let mut b = TaskGraph::<Vec<AtomicUsize>>::builder();
+    b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
+    for i in 0..64usize {
+        let deps: Vec<String> = if i < 8 {
+            Vec::new()
+        } else {
+            vec![format!("n{}", i - 8), format!("n{}", (i / 8 - 1) * 8 + (i + 5) % 8)]
+        };
+        b.node(format!("n{i}"), Lane::FrameCritical, move |cx| {
+            match i % 4 {
+                0 => cx.pool().parallel_for(0..64, 4, |_| spin_for(Duration::from_micros(1))),
+                1 => {
+                    let task = cx
+                        .pool()
+                        .spawn(Lane::FrameCritical, || spin_for(Duration::from_micros(5)))
+                        .unwrap();
+                    task.join().unwrap();
+                }
+                _ => spin_for(Duration::from_micros(2)),
+            }
+            cx.data()[i].fetch_add(1, Ordering::Relaxed);
+        })
+        .after(deps);
+    }
+    let mut graph = b.build().unwrap();
+    let runs: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+    let frames = 300;
+    let mut planned = 0;
+    for _ in 0..frames {
+        let stats = graph.run(&pool, &runs).unwrap();
+        planned += usize::from(stats.sharing() == FrameSharing::Planned);
+    }
+    assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == frames));
+    assert_eq!(planned, frames - 1, "all but the first frame");
 }

@@ -94,9 +94,11 @@ struct World {
 }
 
 /// 64 nodes in 8 layers, each after 1-3 nodes of the layer before; one
-/// fans out with `parallel_for`, one is pinned to the frame's thread, a few
-/// are in the normal lane.
-fn world_graph() -> TaskGraph<World> {
+/// fans out with `parallel_for`. Unless `plannable`, one is pinned to the
+/// frame's thread and a few are in the normal lane (so its shared frames
+/// queue their nodes); otherwise every node is frame-critical and its
+/// shared frames are planned.
+fn world_graph(plannable: bool) -> TaskGraph<World> {
     let mut b = TaskGraph::<World>::builder();
     // Far above the light bodies, also in debug builds; far below 50 µs
     // nodes.
@@ -107,7 +109,7 @@ fn world_graph() -> TaskGraph<World> {
     for layer in 0..8usize {
         for k in 0..8usize {
             let i = layer * 8 + k;
-            let lane = if k == 7 {
+            let lane = if k == 7 && !plannable {
                 Lane::Normal
             } else {
                 Lane::FrameCritical
@@ -126,7 +128,7 @@ fn world_graph() -> TaskGraph<World> {
                     world.frames.fetch_add(1, Ordering::Relaxed);
                 }
             };
-            let node = if i == 60 {
+            let node = if i == 60 && !plannable {
                 b.main_thread_node(format!("n{i}"), body)
             } else {
                 b.node(format!("n{i}"), lane, body)
@@ -146,7 +148,7 @@ fn steady_state_graph_frames_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ALLOCATIONS.store(0, Ordering::SeqCst);
     let pool = Pool::builder().threads(3).build().unwrap();
-    let mut graph = world_graph();
+    let mut graph = world_graph(false);
     let world = World {
         values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
         frames: AtomicUsize::new(0),
@@ -182,6 +184,7 @@ fn steady_state_graph_frames_make_no_allocations() {
             FrameSharing::Alone => 0,
             FrameSharing::HandedOver => 1,
             FrameSharing::Shared => 2,
+            FrameSharing::Planned => unreachable!("a pinned node and two lanes"),
         }] += 1;
         critical_nodes += stats.critical_path().len();
         frames += 1;
@@ -229,4 +232,47 @@ fn steady_state_graph_frames_make_no_allocations() {
         pool.stats().total().stolen_tasks > steals_before,
         "the frames stole work"
     );
+}
+
+/// Heavy frames of a graph that allows planned frames run planned, and
+/// make no allocation either: not the frames, not the re-plans between
+/// them (every eighth frame), not the walkers' sleeps.
+#[test]
+fn steady_state_planned_frames_make_no_allocations() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let mut graph = world_graph(true);
+    let world = World {
+        values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
+        frames: AtomicUsize::new(0),
+        spin_nanos: AtomicU64::new(50_000),
+    };
+    for _ in 0..20 {
+        workload(&pool);
+    }
+    assert_eq!(pool.stats().threads_started, 3);
+    for _ in 0..50 {
+        graph.run(&pool, &world).unwrap();
+    }
+    COUNTING.store(true, Ordering::SeqCst);
+    let mut planned = 0;
+    let frames = 100;
+    for frame in 0..frames {
+        if frame % 20 == 0 {
+            // Let the workers park between some frames, as at 60 Hz.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let stats = graph.run(&pool, &world).unwrap();
+        planned += usize::from(stats.sharing() == FrameSharing::Planned);
+        assert!(stats.critical_path().len() >= 8, "frame {frame}");
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0);
+    assert_eq!(planned, frames);
+    assert_eq!(world.frames.load(Ordering::Relaxed), 50 + frames);
+    assert!(world
+        .values
+        .iter()
+        .all(|v| v.load(Ordering::Relaxed) == 50 + frames));
 }

@@ -8,7 +8,9 @@
 //! node runs once per frame, after all of its dependencies, and its body (an
 //! `FnMut`) is never entered by two threads at once. A frame run alone
 //! (`alone.rs`) instead walks a plan that puts every node after its
-//! dependencies, and counts nothing unless it hands over.
+//! dependencies, and counts nothing unless it hands over; a planned frame
+//! (`planned.rs`) has each thread walk its own list of a plan and claim
+//! each node with its marks, counting nothing either.
 //!
 //! The thread that owns a node writes how its run went to the node's
 //! [`RunRecord`] (`run_record.rs`), apart from the countdown's line, which
@@ -33,9 +35,13 @@
 //! borrowed frame data, the pool handle and the graph itself outlive every
 //! access a task makes to them. A frame run alone (`alone.rs`) touches the
 //! latch only if it hands over, and then first counts down the sinks that
-//! already ran.
+//! already ran. In a planned frame the latch also holds one count per
+//! helper task, which each gives back as its last touch of the graph; the
+//! frame's thread runs any helper task still queued once its own walk is
+//! over, so the frame never waits for a worker that is busy elsewhere.
 
 mod alone;
+mod planned;
 
 use super::build::Topology;
 use super::run_record::RunRecord;
@@ -48,6 +54,7 @@ use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
 use crate::latch::Latch;
+use crate::node_marks::{NodeMarks, Sleepers};
 use crate::park::Parker;
 use crate::pool::PoolHandle;
 use crate::queue::TaskQueue;
@@ -56,6 +63,7 @@ use crate::task::{Header, TaskRef};
 use crate::worker::{self, AbortOnUnwind, Local};
 use alone::{AlonePlan, HandOverRule};
 use crossbeam_utils::CachePadded;
+use planned::Schedule;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
@@ -152,6 +160,9 @@ struct NodeState {
     /// of a frame that ran alone) `record` asks the plan instead
     /// (`AlonePlan::released_by`); roots keep `NONE`.
     released_by: AtomicU32,
+    /// Claimed and finished in planned frames (`planned.rs`), which do not
+    /// touch the countdown.
+    marks: NodeMarks,
 }
 
 impl NodeState {
@@ -159,6 +170,7 @@ impl NodeState {
         NodeState {
             pending: Countdown::new(),
             released_by: AtomicU32::new(NONE),
+            marks: NodeMarks::new(),
         }
     }
 }
@@ -170,6 +182,15 @@ struct NodeTask<C: ?Sized> {
     header: Header,
     graph: *const Shared<C>,
     index: u32,
+}
+
+/// The task that has a pool thread walk list `list` of a planned frame
+/// (`planned.rs`); `header` first so a header pointer is a task pointer.
+#[repr(C)]
+struct HelperTask<C: ?Sized> {
+    header: Header,
+    graph: *const Shared<C>,
+    list: u32,
 }
 
 /// Who to wake when a pinned node is ready.
@@ -206,6 +227,11 @@ struct FrameInputs<C: ?Sized> {
     count_epoch: u64,
     thread_slot: u32,
     waker: Option<Waker>,
+    /// The lane of every node, for planned frames (which need one).
+    lane: Lane,
+    /// How long a walker of a planned frame looks for a ready node before
+    /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
+    plan_wait_ticks: u64,
 }
 
 /// Everything tasks reach while a frame runs.
@@ -217,12 +243,26 @@ struct Shared<C: ?Sized> {
     /// then, so in the usual frame both cores keep these lines.
     poisoned_in: Box<[AtomicU64]>,
     tasks: Box<[NodeTask<C>]>,
+    /// One per list of the plan but the frame's own.
+    helper_tasks: Box<[HelperTask<C>]>,
+    /// Helper tasks of the running planned frame not yet started.
+    helpers_pending: CachePadded<AtomicUsize>,
+    /// The plan of planned frames; written between frames only.
+    schedule: Schedule,
+    /// The walkers of a planned frame that may be asleep, and the pool
+    /// slot of each walker (list) that went to sleep.
+    sleepers: CachePadded<Sleepers>,
+    walker_slots: [AtomicU32; planned::MAX_LISTS],
     successor_start: Box<[u32]>,
     /// Reordered by priority between frames only.
     successors: Box<[u32]>,
     /// Each node's number of dependencies: read-only, and kept off the
     /// countdowns' lines, which every release writes (`countdown.rs`).
     dependencies: Box<[u32]>,
+    /// Each node's dependencies: those of node `i` are
+    /// `dependency_list[dependency_start[i]..dependency_start[i + 1]]`.
+    dependency_start: Box<[u32]>,
+    dependency_list: Box<[u32]>,
     inline_successors: bool,
     /// Read the clock around every node.
     timed: bool,
@@ -277,6 +317,9 @@ pub(super) struct Runtime<C: ?Sized> {
     waking: bool,
     share_above: ShareThreshold,
     plan: AlonePlan,
+    /// The lane of planned frames, if this graph may run them
+    /// (`planned.rs`).
+    plan_lane: Option<Lane>,
     /// How many nodes of `plan` the last frame ran alone (all of them,
     /// some before a hand-over, or none).
     ran_alone: usize,
@@ -307,8 +350,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
         order: ReadyOrder,
         timed: bool,
         share_above: ShareThreshold,
+        plan_frames: bool,
     ) -> Self {
         let n = specs.len();
+        // Planned frames need one lane for every node, none pinned, and
+        // priorities to plan by.
+        let first_lane = specs.first().map_or(Lane::FrameCritical, |s| s.lane);
+        let plan_lane = (plan_frames
+            && order == ReadyOrder::CriticalPathFirst
+            && specs.iter().all(|s| !s.pinned && s.lane == first_lane))
+        .then_some(first_lane);
+        let (dependency_start, dependency_list) = dependency_lists(
+            &topology.successor_start,
+            &topology.successors,
+            &topology.in_degree,
+        );
         let floor = specs
             .iter()
             .filter(|s| !s.pinned)
@@ -343,9 +399,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
             runs: (0..n).map(|_| RunRecord::new()).collect(),
             poisoned_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
             tasks: Box::new([]),
+            helper_tasks: Box::new([]),
+            helpers_pending: CachePadded::new(AtomicUsize::new(0)),
+            schedule: Schedule::new(n),
+            sleepers: CachePadded::new(Sleepers::new()),
+            walker_slots: Default::default(),
             successor_start: topology.successor_start,
             successors: topology.successors,
             dependencies: topology.in_degree,
+            dependency_start,
+            dependency_list,
             inline_successors: order == ReadyOrder::CriticalPathFirst,
             timed,
             sinks_left: CachePadded::new(AtomicUsize::new(0)),
@@ -359,6 +422,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 count_epoch: 0,
                 thread_slot: NONE,
                 waker: None,
+                lane: first_lane,
+                plan_wait_ticks: 0,
             },
         });
         let shared = NonNull::from(Box::leak(shared));
@@ -370,8 +435,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 index,
             })
             .collect();
+        let helper_tasks = (1..planned::MAX_LISTS as u32)
+            .map(|list| HelperTask {
+                header: Header::new(run_helper::<C>),
+                graph,
+                list,
+            })
+            .collect();
         // SAFETY: just allocated; no task exists yet.
-        unsafe { (*shared.as_ptr()).tasks = tasks };
+        unsafe {
+            (*shared.as_ptr()).tasks = tasks;
+            (*shared.as_ptr()).helper_tasks = helper_tasks;
+        }
         let mut runtime = Runtime {
             shared,
             order,
@@ -393,6 +468,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             waking: false,
             share_above,
             plan: AlonePlan::new(lane_of, order),
+            plan_lane,
             ran_alone: 0,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
@@ -431,9 +507,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.frames += 1;
         let pool_shared = pool.shared();
         let sinks = self.sinks.len();
+        // Planned (`planned.rs`) when shared, allowed, and another thread
+        // of the pool could walk a list.
+        let lists = (pool_shared.worker_count() + 1).min(planned::MAX_LISTS);
+        let planned = self.waking && self.plan_lane.is_some() && lists > 1;
+        if planned {
+            self.replan_schedule(lists);
+        }
+        let plan_wait_ticks = (IN_FRAME_WAIT_NANOS / self.rate.nanos_per_tick()) as u64;
         // SAFETY: as in `shared_mut`.
         let shared = unsafe { self.shared.as_mut() };
         shared.reset(sinks);
+        shared.inputs.plan_wait_ticks = plan_wait_ticks;
         shared.inputs.data = Some(NonNull::from(data));
         shared.inputs.pool = pool;
         shared.inputs.number = number;
@@ -471,7 +556,15 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
                 let _guard = AbortOnUnwind("while task-graph nodes were queued");
-                let sharing = if let Some(plan) = alone {
+                let sharing = if let (true, Some(local)) = (planned, local) {
+                    shared.start_helpers(lists - 1, local);
+                    pool_shared.frame_shared(in_frame_wait_ticks);
+                    // SAFETY: the frame runs until `wait_frame` returns.
+                    let frame = unsafe { shared.frame_view(Some(local)) };
+                    shared.walk_plan(0, local, &frame, true);
+                    local.wait_frame(&shared.done, floor, &shared.inbox);
+                    return FrameSharing::Planned;
+                } else if let Some(plan) = alone {
                     let check_every = if timed || first_frame {
                         1
                     } else {
@@ -512,6 +605,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.ran_alone = ran_alone;
         if sharing != FrameSharing::Alone {
             pool_shared.frame_unshared();
+        }
+        if matches!(sharing, FrameSharing::HandedOver | FrameSharing::Shared) {
             self.counted_frames += 1;
         }
         pool_shared.frame_ended();
@@ -525,8 +620,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.rate.observe(started, start_tick);
         self.rate.observe(ended, end_tick);
         let steals = pool_shared.stolen_tasks_total() - steals_before;
-        self.record(number, ended - started, start_tick, steals, slots);
         self.stats.set_sharing(sharing);
+        self.record(number, ended - started, start_tick, steals, slots);
         // Parked time per slot, for the slots that ran: started workers and
         // the frame's thread.
         let workers = pool_shared.threads_started();
@@ -601,10 +696,24 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // statistics.
         let shared = unsafe { self.shared.as_mut() };
         let (plan, ran_alone) = (&self.plan, self.ran_alone);
-        let released_by = |i: usize| {
+        let planned = self.stats.sharing() == FrameSharing::Planned;
+        let (dependency_start, dependency_list) =
+            (&shared.dependency_start, &shared.dependency_list);
+        let (schedule, states) = (&shared.schedule, &shared.states);
+        let released_by = |i: usize, runs: &[RunRecord]| {
+            if planned {
+                // The dependency that finished last (the one placed last,
+                // untimed).
+                let range = dependency_start[i] as usize..dependency_start[i + 1] as usize;
+                return dependency_list[range]
+                    .iter()
+                    .copied()
+                    .max_by_key(|&d| (runs[d as usize].read().end, schedule.placed_at(d as usize)))
+                    .unwrap_or(NONE);
+            }
             plan.released_by(i, ran_alone).unwrap_or_else(|| {
                 // Relaxed: the frame latch's acquire ordered these writes.
-                shared.states[i].released_by.load(Ordering::Relaxed)
+                states[i].released_by.load(Ordering::Relaxed)
             })
         };
         let nanos_per_tick = self.rate.nanos_per_tick();
@@ -685,6 +794,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         self.roots.sort_unstable_by_key(key);
         self.plan.invalidate();
+        shared.schedule.invalidate();
     }
 
     /// Works out the plan of frames run alone again if the priorities
@@ -698,6 +808,33 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 shared.successors_of(i)
             });
         }
+    }
+
+    /// Works out the plan of planned frames for `lists` threads again if
+    /// the priorities changed since (allocates nothing).
+    fn replan_schedule(&mut self, lists: usize) {
+        // SAFETY: between frames (see `shared_mut`), borrowed apart from
+        // the estimates and priorities.
+        let shared = unsafe { self.shared.as_mut() };
+        if !shared.schedule.is_stale(lists) {
+            return;
+        }
+        let cross = (planned::CROSS_NANOS / self.rate.nanos_per_tick()) as u64;
+        // Out of the graph while it is worked out (an empty schedule
+        // allocates nothing).
+        let mut schedule = std::mem::replace(&mut shared.schedule, Schedule::new(0));
+        let graph = &*shared;
+        let estimate = &self.estimate;
+        schedule.replan(
+            lists,
+            &self.priority,
+            |i| estimate[i],
+            cross,
+            &graph.dependencies,
+            |i| graph.successors_of(i),
+            |i| graph.dependencies_of(i),
+        );
+        shared.schedule = schedule;
     }
 
     /// The error of a frame in which nodes panicked (allocates).
@@ -747,6 +884,27 @@ impl<C: ?Sized> Shared<C> {
         *self.failed.get_mut() = false;
         *self.sinks_left.get_mut() = sinks;
         self.done = CachePadded::new(Latch::new(1));
+    }
+
+    /// Queues the tasks of `helpers` helpers, one per list after the
+    /// frame's own, on the frame's thread (`planned.rs`); the frame's
+    /// latch counts each.
+    fn start_helpers(&self, helpers: usize, local: &Local<'_>) {
+        // Relaxed: the pushes below publish it.
+        self.helpers_pending.store(helpers, Ordering::Relaxed);
+        for _ in 0..helpers {
+            // No node runs yet, so the latch's one count (the sinks') is
+            // held and it cannot be set meanwhile.
+            self.done.increment();
+        }
+        let lane = self.inputs.lane;
+        for task in &self.helper_tasks[..helpers] {
+            let header = NonNull::from(&task.header);
+            // SAFETY: the helper task lives as long as the graph, and each
+            // is queued once per planned frame, which waits for it.
+            local.push_quiet(lane, unsafe { TaskRef::from_raw(header) });
+        }
+        local.notify_pushed(lane, true);
     }
 }
 
@@ -873,6 +1031,18 @@ impl<C: ?Sized + Sync> Shared<C> {
             self.done.count_down();
         }
         last
+    }
+
+    fn dependencies_of(&self, index: u32) -> &[u32] {
+        let range = self.dependency_start[index as usize] as usize
+            ..self.dependency_start[index as usize + 1] as usize;
+        &self.dependency_list[range]
+    }
+
+    /// Whether every helper task of the running planned frame started.
+    fn helpers_started(&self) -> bool {
+        // Relaxed: a hint (`planned.rs`).
+        self.helpers_pending.load(Ordering::Relaxed) == 0
     }
 
     fn successors_of(&self, index: u32) -> &[u32] {
@@ -1004,6 +1174,29 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 }
 
+/// Every node's dependencies, as start offsets and one list, from the
+/// successor lists.
+fn dependency_lists(
+    successor_start: &[u32],
+    successors: &[u32],
+    in_degree: &[u32],
+) -> (Box<[u32]>, Box<[u32]>) {
+    let mut start = Vec::with_capacity(in_degree.len() + 1);
+    start.push(0u32);
+    for &d in in_degree {
+        start.push(start.last().copied().unwrap_or(0) + d);
+    }
+    let mut next = start.clone();
+    let mut list = vec![0u32; successors.len()];
+    for from in 0..in_degree.len() {
+        for &to in &successors[successor_start[from] as usize..successor_start[from + 1] as usize] {
+            list[next[to as usize] as usize] = from as u32;
+            next[to as usize] += 1;
+        }
+    }
+    (start.into(), list.into())
+}
+
 /// Frame `number` (counted from 0) as the poison flags tag it: from 1, so
 /// that a flag's initial 0 never matches (module docs).
 fn epoch(number: u64) -> u64 {
@@ -1108,44 +1301,78 @@ unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
     });
 }
 
+/// The `RunFn` of helper tasks: walks the task's list of the running
+/// planned frame, then counts down the frame's latch, its last touch of
+/// the graph (`planned.rs`).
+///
+/// # Safety
+///
+/// `header` is the header of a `HelperTask<C>` queued by `run_frame` for
+/// the running frame.
+unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
+    // SAFETY: `HelperTask` is `repr(C)` with the header first, and the
+    // frame waits for this task's count-down, so the graph is alive.
+    let task = unsafe { header.cast::<HelperTask<C>>().as_ref() };
+    // SAFETY: as above.
+    let graph = unsafe { &*task.graph };
+    // SAFETY: the pool handle is set for the frame, which is still running.
+    let pool = unsafe { &*graph.inputs.pool };
+    worker::with_current(|local| {
+        // Relaxed: a hint for the frame's thread (`planned.rs`).
+        graph.helpers_pending.fetch_sub(1, Ordering::Relaxed);
+        if let Some(local) = local.filter(|l| ptr::eq(l.shared, pool.shared())) {
+            // SAFETY: the frame is running (see above).
+            let frame = unsafe { graph.frame_view(Some(local)) };
+            graph.walk_plan(task.list as usize, local, &frame, false);
+            if graph.done.count_down() {
+                local.note_frame_ended();
+            }
+        } else {
+            graph.done.count_down();
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::{linger_ticks, ShareThreshold};
     use crate::{FrameSharing, Lane, Pool, TaskGraph};
     use std::time::Duration;
 
-    /// With zero thresholds every frame is shared, the first one handed
-    /// over after its first node; a shared frame is announced to idle
-    /// threads (they wait in it before parking) only while it runs, also
-    /// when a node panics.
+    /// With zero thresholds every frame is shared (queued, or planned), the
+    /// first one handed over after its first node; a shared frame is
+    /// announced to idle threads (they wait in it before parking) only
+    /// while it runs, also when a node panics.
     #[test]
     fn shared_frames_are_announced_only_while_they_run() {
         let pool = Pool::builder().threads(1).build().unwrap();
         let handle = pool.handle();
-        let mut b = TaskGraph::<()>::builder();
-        b.share_above(Duration::ZERO, Duration::ZERO);
-        b.node("a", Lane::FrameCritical, |_| {});
-        b.node("b", Lane::FrameCritical, |cx| {
-            assert!(cx.frame() != 2, "a node panics in frame 2");
-        })
-        .after(["a"]);
-        b.node("c", Lane::FrameCritical, |_| {}).after(["a"]);
-        let mut graph = b.build().unwrap();
-        for frame in 0..5 {
-            let sharing = match graph.run(&handle, &()) {
-                Ok(stats) => stats.sharing(),
-                Err(error) => {
-                    assert_eq!(frame, 2, "{error}");
-                    graph.last_frame().sharing()
-                }
-            };
-            let expected = if frame == 0 {
-                FrameSharing::HandedOver
-            } else {
-                FrameSharing::Shared
-            };
-            assert_eq!(sharing, expected, "frame {frame}");
-            assert!(!handle.shared().in_shared_frame(), "frame {frame}");
+        for plan in [false, true] {
+            let mut b = TaskGraph::<()>::builder();
+            b.share_above(Duration::ZERO, Duration::ZERO).plan_frames(plan);
+            b.node("a", Lane::FrameCritical, |_| {});
+            b.node("b", Lane::FrameCritical, |cx| {
+                assert!(cx.frame() != 2, "a node panics in frame 2");
+            })
+            .after(["a"]);
+            b.node("c", Lane::FrameCritical, |_| {}).after(["a"]);
+            let mut graph = b.build().unwrap();
+            for frame in 0..5 {
+                let sharing = match graph.run(&handle, &()) {
+                    Ok(stats) => stats.sharing(),
+                    Err(error) => {
+                        assert_eq!(frame, 2, "{error}");
+                        graph.last_frame().sharing()
+                    }
+                };
+                let expected = match (frame, plan) {
+                    (0, _) => FrameSharing::HandedOver,
+                    (_, false) => FrameSharing::Shared,
+                    (_, true) => FrameSharing::Planned,
+                };
+                assert_eq!(sharing, expected, "frame {frame}");
+                assert!(!handle.shared().in_shared_frame(), "frame {frame}");
+            }
         }
     }
 

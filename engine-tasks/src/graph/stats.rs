@@ -40,6 +40,9 @@ pub enum FrameSharing {
     /// Its nodes were queued in the pool from the start (other threads may
     /// or may not have taken any).
     Shared,
+    /// Its threads walked lists of nodes planned between frames (other
+    /// threads may or may not have taken part).
+    Planned,
 }
 
 /// One node in one frame.
@@ -224,7 +227,7 @@ impl FrameStats {
         slots: usize,
         runs: &mut Box<[RunRecord]>,
         sinks: &[u32],
-        released_by: impl Fn(usize) -> u32,
+        released_by: impl Fn(usize, &[RunRecord]) -> u32,
     ) {
         self.frame = frame;
         self.wall = wall;
@@ -244,7 +247,7 @@ impl FrameStats {
         let mut at = last.map(|(i, _)| i);
         while let Some(i) = at {
             self.critical_path.push(i);
-            let by = released_by(i);
+            let by = released_by(i, &self.runs);
             at = (by != u32::MAX).then_some(by as usize);
         }
         self.critical_path.reverse();

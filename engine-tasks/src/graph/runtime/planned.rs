@@ -1,0 +1,386 @@
+//! Frames shared by a plan: each thread walks a list of nodes worked out
+//! between frames, instead of counting releases and queueing ready nodes.
+//!
+//! A shared frame's nodes cost most of their overhead in moving between
+//! cores: every release is a read-modify-write of a countdown that the
+//! other core wrote last, every hand-off a queue push and a steal. When
+//! the frames before were worth a second thread, and the graph allows it
+//! (critical-path-first, no pinned nodes, one lane), the frame instead
+//! runs a [`Schedule`]: the nodes split into one list per thread by list
+//! scheduling on the smoothed node times, most urgent first, each node on
+//! the list where it would start soonest (a dependency on another list
+//! counts [`CROSS_NANOS`] later). The frame's thread walks list 0 and
+//! queues one helper task per other list; a pool thread that takes one
+//! walks that list.
+//!
+//! Per node a walker checks its dependencies' `finished` marks, claims the
+//! node (one swap on a line its own core usually holds), runs it and marks
+//! it finished (`node_marks.rs`). When its next node is not ready it looks
+//! at the first unclaimed node of every other list and claims that if it
+//! is ready, so a late or busy helper only costs parallelism. Every list
+//! keeps the order of one global topological order (the order nodes were
+//! placed in), so the first unclaimed node of the whole plan always has
+//! every dependency claimed, and it becomes ready once they finish: with
+//! the frame's thread always walking, every node runs.
+//!
+//! A helper task that a thread runs inside another task's wait (a node's
+//! `join`, say) only runs ready nodes and leaves when none is: waiting
+//! there could wait for the very node, or a task it joins, whose wait it
+//! runs in.
+//!
+//! States of a walker: *walking* (it found a node to claim) → *waiting*
+//! (none ready; it looks for 20 µs, as threads do in shared frames,
+//! running pool tasks of the graph's lane meanwhile) → *asleep* until
+//! another walker finishes a node (`node_marks.rs`) or work of the lane is
+//! pushed → *walking* again; → *done* when every node is claimed. The
+//! frame's thread then waits for the frame's latch, counted down by the
+//! last sink and by each helper task as its last touch of the graph, as in
+//! any shared frame.
+
+use super::{FrameView, NodeOutcome, Shared};
+use crate::clock;
+use crate::worker::Local;
+use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering;
+
+/// The most lists a plan has (threads walking it). A pool of more threads
+/// uses this many; the rest run what the lists' walkers push (nested
+/// `parallel_for` pieces).
+pub(super) const MAX_LISTS: usize = 8;
+
+/// What a dependency on another list costs the plan, in nanoseconds: the
+/// `finished` mark's line moving between the cores. A node hand-off
+/// between threads costs 80-130 ns on the development VM (see
+/// `LIGHT_NODE_NANOS`); the mark alone is one line, so less.
+pub(super) const CROSS_NANOS: f64 = 60.0;
+
+/// One list of nodes per thread; see the module docs.
+pub(super) struct Schedule {
+    /// Every list's nodes, list after list.
+    nodes: Box<[u32]>,
+    /// List `t` is `nodes[start[t]..start[t + 1]]`.
+    start: [u32; MAX_LISTS + 1],
+    lists: usize,
+    /// Each node's place in the global order the lists keep.
+    placed_at: Box<[u32]>,
+    stale: bool,
+    scratch: Scratch,
+}
+
+/// Buffers of `replan`, kept so that a re-plan allocates nothing.
+struct Scratch {
+    heap: BinaryHeap<(u64, std::cmp::Reverse<u32>)>,
+    waiting_for: Box<[u32]>,
+    finish: Box<[u64]>,
+    list_of: Box<[u8]>,
+    placed: Vec<u32>,
+}
+
+impl Schedule {
+    pub(super) fn new(nodes: usize) -> Self {
+        Schedule {
+            nodes: vec![0; nodes].into(),
+            start: [0; MAX_LISTS + 1],
+            lists: 0,
+            placed_at: vec![0; nodes].into(),
+            stale: true,
+            scratch: Scratch {
+                heap: BinaryHeap::with_capacity(nodes),
+                waiting_for: vec![0; nodes].into(),
+                finish: vec![0; nodes].into(),
+                list_of: vec![0; nodes].into(),
+                placed: Vec::with_capacity(nodes),
+            },
+        }
+    }
+
+    pub(super) fn invalidate(&mut self) {
+        self.stale = true;
+    }
+
+    /// Whether the plan must be worked out again for `lists` lists.
+    pub(super) fn is_stale(&self, lists: usize) -> bool {
+        self.stale || self.lists != lists
+    }
+
+    pub(super) fn lists(&self) -> usize {
+        self.lists
+    }
+
+    pub(super) fn list(&self, t: usize) -> &[u32] {
+        &self.nodes[self.start[t] as usize..self.start[t + 1] as usize]
+    }
+
+    /// Node `index`'s place in the order every list keeps.
+    pub(super) fn placed_at(&self, index: usize) -> u32 {
+        self.placed_at[index]
+    }
+
+    /// Works out the lists (module docs): `priority` ranks ready nodes,
+    /// `cost` is a node's expected time and `cross` a dependency's on
+    /// another list, both in ticks.
+    pub(super) fn replan<'g>(
+        &mut self,
+        lists: usize,
+        priority: &[u64],
+        cost: impl Fn(usize) -> u64,
+        cross: u64,
+        dependencies: &[u32],
+        successors_of: impl Fn(u32) -> &'g [u32],
+        dependencies_of: impl Fn(u32) -> &'g [u32],
+    ) {
+        let lists = lists.clamp(1, MAX_LISTS);
+        let s = &mut self.scratch;
+        s.heap.clear();
+        s.placed.clear();
+        s.waiting_for.copy_from_slice(dependencies);
+        for (i, &d) in dependencies.iter().enumerate() {
+            if d == 0 {
+                s.heap.push((priority[i], std::cmp::Reverse(i as u32)));
+            }
+        }
+        let mut free = [0u64; MAX_LISTS];
+        while let Some((_, std::cmp::Reverse(i))) = s.heap.pop() {
+            let (list, begins) = (0..lists)
+                .map(|t| {
+                    let ready = dependencies_of(i)
+                        .iter()
+                        .map(|&d| {
+                            let d = d as usize;
+                            s.finish[d] + if s.list_of[d] as usize == t { 0 } else { cross }
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    (t, free[t].max(ready))
+                })
+                .min_by_key(|&(t, begins)| (begins, t))
+                .expect("at least one list");
+            let i = i as usize;
+            s.finish[i] = begins + cost(i).max(1);
+            free[list] = s.finish[i];
+            s.list_of[i] = list as u8;
+            self.placed_at[i] = s.placed.len() as u32;
+            s.placed.push(i as u32);
+            for &next in successors_of(i as u32) {
+                let waiting = &mut s.waiting_for[next as usize];
+                *waiting -= 1;
+                if *waiting == 0 {
+                    s.heap
+                        .push((priority[next as usize], std::cmp::Reverse(next)));
+                }
+            }
+        }
+        debug_assert_eq!(s.placed.len(), self.nodes.len(), "the graph is a DAG");
+        // Counting sort by list, keeping the placement order in each.
+        let mut counts = [0u32; MAX_LISTS + 1];
+        for &i in &s.placed {
+            counts[s.list_of[i as usize] as usize + 1] += 1;
+        }
+        for t in 0..lists {
+            counts[t + 1] += counts[t];
+        }
+        self.start = [counts[lists]; MAX_LISTS + 1];
+        self.start[..=lists].copy_from_slice(&counts[..=lists]);
+        let mut next = counts;
+        for &i in &s.placed {
+            let t = s.list_of[i as usize] as usize;
+            self.nodes[next[t] as usize] = i;
+            next[t] += 1;
+        }
+        self.lists = lists;
+        self.stale = false;
+    }
+}
+
+/// What a walker found.
+enum Step {
+    /// A node it claimed.
+    Run(u32),
+    /// Unclaimed nodes remain, none of them ready at a list's head.
+    Blocked,
+    /// Every node is claimed.
+    Done,
+}
+
+/// Per walker: where each list's unclaimed part begins, as far as it
+/// knows (claimed nodes only ever grow).
+struct Heads([usize; MAX_LISTS]);
+
+impl<C: ?Sized + Sync> Shared<C> {
+    /// Walks list `me` of the plan for the running frame (module docs).
+    /// `frame_thread`: the caller is the frame's thread. A helper that runs
+    /// nested in another task's wait on its thread walks only while it
+    /// finds a ready node (see [`Local::nested_in_a_task`]).
+    pub(super) fn walk_plan(
+        &self,
+        me: usize,
+        local: &Local<'_>,
+        frame: &FrameView<'_, C>,
+        frame_thread: bool,
+    ) {
+        // A nested helper that waited could wait for the very node (or a
+        // task a node joins) whose wait it runs in: a deadlock.
+        let may_wait = frame_thread || !local.nested_in_a_task();
+        let schedule = &self.schedule;
+        let lane = self.inputs.lane;
+        let outer_lane = local.set_lane(lane);
+        let mut heads = Heads([0; MAX_LISTS]);
+        let timed = self.timed;
+        let now = || if timed { clock::ticks() } else { 0 };
+        // The last node's end, while this thread goes straight on to the
+        // next node (one clock read per node).
+        let mut straight_on: Option<u64> = None;
+        loop {
+            let index = match self.next_step(schedule, me, &mut heads, frame.epoch) {
+                Step::Run(index) => index,
+                Step::Done => break,
+                Step::Blocked if !may_wait => break,
+                Step::Blocked => {
+                    straight_on = None;
+                    self.wait_for_progress(schedule, me, &mut heads, local, frame, frame_thread);
+                    continue;
+                }
+            };
+            let start = straight_on.unwrap_or_else(now);
+            let outcome = self.run_body(index, frame);
+            let end = now();
+            straight_on = Some(end);
+            self.runs[index as usize].write(start, end, frame.thread, outcome);
+            local.count_inline_run(lane);
+            let successors = self.successors_of(index);
+            if outcome != NodeOutcome::Ran {
+                for &s in successors {
+                    self.poison(s, frame.epoch);
+                }
+            }
+            let sleeping = self.states[index as usize]
+                .marks
+                .finish(frame.epoch, &self.sleepers)
+                & !(1 << me);
+            if sleeping != 0 {
+                self.wake_walkers(sleeping, frame);
+            }
+            // The frame's latch also waits for every helper to leave, so
+            // the graph outlives this walk.
+            if successors.is_empty() {
+                self.finish_sinks(1);
+            }
+        }
+        local.set_lane(outer_lane);
+    }
+
+    /// Claims the next node: the head of list `me` if it is ready, else
+    /// the first ready head of another list.
+    fn next_step(&self, schedule: &Schedule, me: usize, heads: &mut Heads, epoch: u64) -> Step {
+        let lists = schedule.lists();
+        let mut blocked = false;
+        for t in (me..lists).chain(0..me) {
+            let list = schedule.list(t);
+            let head = &mut heads.0[t];
+            while let Some(&index) = list.get(*head) {
+                let marks = &self.states[index as usize].marks;
+                if marks.is_claimed(epoch) {
+                    *head += 1;
+                    continue;
+                }
+                if !self.dependencies_finished(index, epoch) {
+                    blocked = true;
+                    break;
+                }
+                *head += 1;
+                if marks.claim(epoch) {
+                    return Step::Run(index);
+                }
+            }
+        }
+        if blocked {
+            Step::Blocked
+        } else {
+            Step::Done
+        }
+    }
+
+    fn dependencies_finished(&self, index: u32, epoch: u64) -> bool {
+        self.dependencies_of(index)
+            .iter()
+            .all(|&d| self.states[d as usize].marks.is_finished(epoch))
+    }
+
+    /// Whether a head is ready or every node claimed (claims nothing).
+    fn can_progress(&self, schedule: &Schedule, heads: &mut Heads, epoch: u64) -> bool {
+        (0..schedule.lists()).all(|t| {
+            let list = schedule.list(t);
+            let head = &mut heads.0[t];
+            while list
+                .get(*head)
+                .is_some_and(|&i| self.states[i as usize].marks.is_claimed(epoch))
+            {
+                *head += 1;
+            }
+            list.get(*head).is_none()
+        }) || (0..schedule.lists()).any(|t| {
+            schedule
+                .list(t)
+                .get(heads.0[t])
+                .is_some_and(|&i| self.dependencies_finished(i, epoch))
+        })
+    }
+
+    /// Wakes the walkers of `bits` (`node_marks.rs`).
+    #[cold]
+    fn wake_walkers(&self, mut bits: u32, frame: &FrameView<'_, C>) {
+        let sleep = &frame.pool.shared().sleep;
+        while bits != 0 {
+            let walker = bits.trailing_zeros();
+            bits &= bits - 1;
+            // Relaxed: `finish`'s Acquire load of the bits ordered the
+            // walker's store before its `announce`.
+            sleep.unpark(self.walker_slots[walker as usize].load(Ordering::Relaxed) as usize);
+        }
+    }
+
+    /// Waits until a head is ready or every node is claimed: looks for
+    /// [`IN_FRAME_WAIT_NANOS`](super::IN_FRAME_WAIT_NANOS), running pool
+    /// tasks of the graph's lane meanwhile, then sleeps until a walker
+    /// finishes a node or such a task is pushed, and so on.
+    fn wait_for_progress(
+        &self,
+        schedule: &Schedule,
+        me: usize,
+        heads: &mut Heads,
+        local: &Local<'_>,
+        frame: &FrameView<'_, C>,
+        frame_thread: bool,
+    ) {
+        let lane = self.inputs.lane;
+        let mut deadline = clock::ticks().saturating_add(self.inputs.plan_wait_ticks);
+        loop {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+            if self.can_progress(schedule, heads, frame.epoch) {
+                return;
+            }
+            // The frame's thread leaves its helper tasks in its queue for
+            // the pool's threads until they all started (it would run them
+            // itself, as walkers of nothing).
+            if !frame_thread || self.helpers_started() {
+                if let Some(found) = local.find_task(lane, false) {
+                    local.run_found(found);
+                    continue;
+                }
+            }
+            if clock::ticks() < deadline {
+                continue;
+            }
+            // Relaxed: published by `announce`'s Release (see `wake_walkers`).
+            self.walker_slots[me].store(local.index() as u32, Ordering::Relaxed);
+            self.sleepers.announce(me as u32);
+            local.sleep_unless(lane, || {
+                self.can_progress(schedule, &mut Heads(heads.0), frame.epoch)
+            });
+            self.sleepers.withdraw(me as u32);
+            deadline = clock::ticks().saturating_add(self.inputs.plan_wait_ticks);
+        }
+    }
+}
