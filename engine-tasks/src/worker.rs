@@ -87,9 +87,9 @@ pub(crate) struct Local<'a> {
     /// Background tasks running on this thread's stack (nested ones run
     /// while an outer one waits).
     background_depth: Cell<u32>,
-    /// Tasks running on this thread's stack (a task that waits runs others
-    /// inside it).
-    task_depth: Cell<u32>,
+    /// Waits on this thread's stack (a thread that waits runs other tasks
+    /// inside the wait, on top of what it waits in).
+    wait_depth: Cell<u32>,
     /// Completed scope tasks' counts not yet given back (credit.rs).
     pub(crate) credit: ScopeCredit,
     /// The scope key (`TaskRef::scope`) of the task running on this thread.
@@ -128,7 +128,7 @@ impl<'a> Local<'a> {
             searching: Cell::new(searching),
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
-            task_depth: Cell::new(0),
+            wait_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
             ended_frame: Cell::new(false),
@@ -600,7 +600,6 @@ impl<'a> Local<'a> {
         let background = u32::from(lane == Lane::Background);
         self.background_depth
             .set(self.background_depth.get() + background);
-        self.task_depth.set(self.task_depth.get() + 1);
         // Counted before the body, whose completion a joiner may observe:
         // the joiner's acquire then also sees the count.
         self.slot.counters.lanes[lane.index()].executed.bump();
@@ -610,7 +609,6 @@ impl<'a> Local<'a> {
         }
         self.background_depth
             .set(self.background_depth.get() - background);
-        self.task_depth.set(self.task_depth.get() - 1);
         self.lane.set(outer);
         self.running_scope.set(outer_scope);
     }
@@ -627,10 +625,11 @@ impl<'a> Local<'a> {
         }
     }
 
-    /// Whether the running task runs inside another task's wait on this
-    /// thread (a `join`, `scope` or frame of it).
-    pub(crate) fn nested_in_a_task(&self) -> bool {
-        self.task_depth.get() > 1
+    /// Whether this thread runs inside a wait (a `join`, `scope`,
+    /// `parallel_for` or frame's): below, on its stack, is a task or node
+    /// that cannot finish until the running code returns.
+    pub(crate) fn in_a_wait(&self) -> bool {
+        self.wait_depth.get() > 0
     }
 
     /// Records that this thread finished a frame's last node.
@@ -795,6 +794,7 @@ impl<'a> Local<'a> {
         more_work: impl Fn() -> bool,
     ) {
         let mut registered = false;
+        self.wait_depth.set(self.wait_depth.get() + 1);
         while !latch.is_set() {
             if self.credit.settle_if_last(latch) {
                 continue;
@@ -823,6 +823,7 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
+        self.wait_depth.set(self.wait_depth.get() - 1);
         // Back to the code that waited, which may block on anything.
         self.credit.settle();
         self.leave_search();

@@ -814,11 +814,16 @@ fn planned_frames_whose_nodes_wait_on_pool_work() {
         let deps: Vec<String> = if i < 8 {
             Vec::new()
         } else {
-            vec![format!("n{}", i - 8), format!("n{}", (i / 8 - 1) * 8 + (i + 5) % 8)]
+            vec![
+                format!("n{}", i - 8),
+                format!("n{}", (i / 8 - 1) * 8 + (i + 5) % 8),
+            ]
         };
         b.node(format!("n{i}"), Lane::FrameCritical, move |cx| {
             match i % 4 {
-                0 => cx.pool().parallel_for(0..64, 4, |_| spin_for(Duration::from_micros(1))),
+                0 => cx
+                    .pool()
+                    .parallel_for(0..64, 4, |_| spin_for(Duration::from_micros(1))),
                 1 => {
                     let task = cx
                         .pool()
@@ -842,4 +847,74 @@ fn planned_frames_whose_nodes_wait_on_pool_work() {
     }
     assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == frames));
     assert_eq!(planned, frames - 1, "all but the first frame");
+}
+
+/// What the frames of `a_helper_inside_a_nodes_wait_does_not_wait_for_it`
+/// share with their nodes.
+#[derive(Default)]
+struct WaitingNode {
+    /// The task `first` joins: it runs until `second` ran.
+    blocker: Mutex<Option<engine_tasks::JoinHandle<bool>>>,
+    second_ran: Arc<AtomicBool>,
+}
+
+/// The frame's thread runs node `first`, which joins a task that the only
+/// worker runs and that waits for node `second`, planned on the other list.
+/// In that join the frame's thread finds the frame's helper task in its own
+/// queue and runs it: the helper runs `second`, the one ready node, then
+/// must leave rather than wait for the rest, which waits for `first`, below
+/// it on the same stack.
+#[test]
+fn a_helper_inside_a_nodes_wait_does_not_wait_for_it() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<WaitingNode>::builder();
+    b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
+    b.node("first", Lane::FrameCritical, |cx| {
+        if let Some(task) = cx.data().blocker.lock().unwrap().take() {
+            assert!(task.join().unwrap(), "the blocker saw `second` run");
+        }
+    });
+    b.node("second", Lane::FrameCritical, |cx| {
+        cx.data().second_ran.store(true, Ordering::Release);
+    });
+    // The long chain after `first` puts it first in the plan, on the frame
+    // thread's list; `second` goes to the helper's.
+    b.node("long", Lane::FrameCritical, |_| {
+        spin_for(Duration::from_micros(300))
+    })
+    .after(["first"]);
+    b.node("last", Lane::FrameCritical, |_| {})
+        .after(["long", "second"]);
+    let mut graph = b.build().unwrap();
+    let data = WaitingNode::default();
+    for frame in 0..50 {
+        data.second_ran.store(false, Ordering::Relaxed);
+        if frame > 0 {
+            // The worker is busy with the blocker before the frame starts,
+            // so the frame's thread is the one to find the helper task.
+            let started = Arc::new(AtomicBool::new(false));
+            let (started_too, ran) = (started.clone(), data.second_ran.clone());
+            let blocker = pool
+                .spawn(Lane::FrameCritical, move || {
+                    started_too.store(true, Ordering::Release);
+                    let give_up = Instant::now() + Duration::from_secs(30);
+                    while !ran.load(Ordering::Acquire) {
+                        if Instant::now() > give_up {
+                            return false;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    true
+                })
+                .unwrap();
+            *data.blocker.lock().unwrap() = Some(blocker);
+            while !started.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        }
+        let stats = graph.run(&pool, &data).unwrap();
+        if frame > 0 {
+            assert_eq!(stats.sharing(), FrameSharing::Planned, "frame {frame}");
+        }
+    }
 }

@@ -824,12 +824,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // allocates nothing).
         let mut schedule = std::mem::replace(&mut shared.schedule, Schedule::new(0));
         let graph = &*shared;
-        let estimate = &self.estimate;
+        let costs = planned::Costs {
+            priority: &self.priority,
+            estimate: &self.estimate,
+            cross,
+        };
         schedule.replan(
             lists,
-            &self.priority,
-            |i| estimate[i],
-            cross,
+            costs,
             &graph.dependencies,
             |i| graph.successors_of(i),
             |i| graph.dependencies_of(i),
@@ -1349,7 +1351,8 @@ mod tests {
         let handle = pool.handle();
         for plan in [false, true] {
             let mut b = TaskGraph::<()>::builder();
-            b.share_above(Duration::ZERO, Duration::ZERO).plan_frames(plan);
+            b.share_above(Duration::ZERO, Duration::ZERO)
+                .plan_frames(plan);
             b.node("a", Lane::FrameCritical, |_| {});
             b.node("b", Lane::FrameCritical, |cx| {
                 assert!(cx.frame() != 2, "a node panics in frame 2");

@@ -2,8 +2,9 @@
 //!
 //! Each round builds a pool (1-4 workers, thread starts failing at random)
 //! and a blocking pool, then runs a random task graph for several frames.
-//! Its nodes, in random lanes and some pinned to the frame's thread, fan
-//! out with `parallel_for`, spawn nested tasks (which spawn more), submit
+//! Its nodes, in random lanes and some pinned to the frame's thread (or,
+//! every other round, all in the frame-critical lane and none pinned, so
+//! that the graph's shared frames run planned), fan out with `parallel_for`, spawn nested tasks (which spawn more), submit
 //! blocking tasks whose results come back on the pool, and panic at random
 //! (injected). Spawned tasks capture tracked values, some of which panic
 //! when dropped. At the end of the round both pools are dropped (shut down)
@@ -21,7 +22,9 @@
 
 use clap::Parser;
 use engine_tasks::faults::{self, FaultPlan, Site};
-use engine_tasks::{BlockingPool, JoinHandle, Lane, NodeContext, Pool, PoolHandle, TaskGraph};
+use engine_tasks::{
+    BlockingPool, FrameSharing, JoinHandle, Lane, NodeContext, Pool, PoolHandle, TaskGraph,
+};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -135,15 +138,18 @@ fn spawn_tracked(pool: &PoolHandle, frame: &Frame, lane: Lane, depth: u32) {
     }
 }
 
-fn build_graph(rng: &mut Rng, nodes: usize) -> TaskGraph<Frame> {
+/// A random graph of `nodes` nodes; a `plannable` one keeps to one lane
+/// and pins nothing, so that its shared frames can run planned.
+fn build_graph(rng: &mut Rng, nodes: usize, plannable: bool) -> TaskGraph<Frame> {
     let mut b = TaskGraph::<Frame>::builder();
     for i in 0..nodes {
         let lane = match rng.below(6) {
+            _ if plannable => Lane::FrameCritical,
             0 => Lane::Background,
             1 | 2 => Lane::Normal,
             _ => Lane::FrameCritical,
         };
-        let pinned = rng.below(10) == 0;
+        let pinned = !plannable && rng.below(10) == 0;
         let action = rng.below(5);
         let body = move |cx: &NodeContext<'_, Frame>| {
             let frame = cx.data();
@@ -191,6 +197,10 @@ fn build_graph(rng: &mut Rng, nodes: usize) -> TaskGraph<Frame> {
             node.after(deps);
         }
     }
+    if plannable {
+        // Light nodes: share every frame, so that every frame is planned.
+        b.share_above(Duration::ZERO, Duration::ZERO);
+    }
     b.build().expect("generated graphs are valid")
 }
 
@@ -209,6 +219,7 @@ fn resident_kib() -> u64 {
 struct Totals {
     rounds: u64,
     frames: u64,
+    planned_frames: u64,
     nodes_run: u64,
     node_panics: u64,
     nodes_skipped: u64,
@@ -274,7 +285,7 @@ fn main() {
             .build()
             .expect("valid blocking pool");
         let nodes = 10 + rng.below(120) as usize;
-        let mut graph = build_graph(&mut rng, nodes);
+        let mut graph = build_graph(&mut rng, nodes, totals.rounds % 2 == 1);
         let task_runs = Arc::new((0..4096).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         let frame = Frame {
             node_runs: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
@@ -311,6 +322,9 @@ fn main() {
                     e.skipped.clone(),
                 ),
             };
+            if graph.last_frame().sharing() == FrameSharing::Planned {
+                totals.planned_frames += 1;
+            }
             for (i, (runs, before)) in frame.node_runs.iter().zip(&before).enumerate() {
                 let name = graph.node_name(i);
                 let ran = runs.load(Ordering::SeqCst) - before;
@@ -388,6 +402,10 @@ fn main() {
     println!(
         "| graph nodes run | {} | each exactly once per frame |",
         totals.nodes_run
+    );
+    println!(
+        "| frames run planned | {} of {} | the same checks |",
+        totals.planned_frames, totals.frames
     );
     println!("| node closures panicked (injected, or a value dropped inside them) | {} | frame error names them; dependents skipped ({}) |", totals.node_panics, totals.nodes_skipped);
     println!(

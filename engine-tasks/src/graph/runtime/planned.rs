@@ -23,10 +23,10 @@
 //! every dependency claimed, and it becomes ready once they finish: with
 //! the frame's thread always walking, every node runs.
 //!
-//! A helper task that a thread runs inside another task's wait (a node's
-//! `join`, say) only runs ready nodes and leaves when none is: waiting
-//! there could wait for the very node, or a task it joins, whose wait it
-//! runs in.
+//! A helper task that a thread runs inside a wait (a node's `join` or
+//! `scope`, say, even a node of this frame on the frame's thread) only
+//! runs ready nodes and leaves when none is: waiting there could wait for
+//! the very node, or a task it joins, whose wait it runs in.
 //!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
@@ -65,6 +65,16 @@ pub(super) struct Schedule {
     placed_at: Box<[u32]>,
     stale: bool,
     scratch: Scratch,
+}
+
+/// What [`Schedule::replan`] weighs, in ticks where a time.
+pub(super) struct Costs<'a> {
+    /// Ranks ready nodes: the higher goes first.
+    pub(super) priority: &'a [u64],
+    /// Each node's expected time.
+    pub(super) estimate: &'a [u64],
+    /// A dependency on another list's node ([`CROSS_NANOS`]).
+    pub(super) cross: u64,
 }
 
 /// Buffers of `replan`, kept so that a re-plan allocates nothing.
@@ -116,15 +126,12 @@ impl Schedule {
         self.placed_at[index]
     }
 
-    /// Works out the lists (module docs): `priority` ranks ready nodes,
-    /// `cost` is a node's expected time and `cross` a dependency's on
-    /// another list, both in ticks.
+    /// Works out the lists (module docs). `dependencies` counts each
+    /// node's dependencies.
     pub(super) fn replan<'g>(
         &mut self,
         lists: usize,
-        priority: &[u64],
-        cost: impl Fn(usize) -> u64,
-        cross: u64,
+        costs: Costs<'_>,
         dependencies: &[u32],
         successors_of: impl Fn(u32) -> &'g [u32],
         dependencies_of: impl Fn(u32) -> &'g [u32],
@@ -136,7 +143,8 @@ impl Schedule {
         s.waiting_for.copy_from_slice(dependencies);
         for (i, &d) in dependencies.iter().enumerate() {
             if d == 0 {
-                s.heap.push((priority[i], std::cmp::Reverse(i as u32)));
+                s.heap
+                    .push((costs.priority[i], std::cmp::Reverse(i as u32)));
             }
         }
         let mut free = [0u64; MAX_LISTS];
@@ -147,7 +155,12 @@ impl Schedule {
                         .iter()
                         .map(|&d| {
                             let d = d as usize;
-                            s.finish[d] + if s.list_of[d] as usize == t { 0 } else { cross }
+                            s.finish[d]
+                                + if s.list_of[d] as usize == t {
+                                    0
+                                } else {
+                                    costs.cross
+                                }
                         })
                         .max()
                         .unwrap_or(0);
@@ -156,7 +169,7 @@ impl Schedule {
                 .min_by_key(|&(t, begins)| (begins, t))
                 .expect("at least one list");
             let i = i as usize;
-            s.finish[i] = begins + cost(i).max(1);
+            s.finish[i] = begins + costs.estimate[i].max(1);
             free[list] = s.finish[i];
             s.list_of[i] = list as u8;
             self.placed_at[i] = s.placed.len() as u32;
@@ -166,7 +179,7 @@ impl Schedule {
                 *waiting -= 1;
                 if *waiting == 0 {
                     s.heap
-                        .push((priority[next as usize], std::cmp::Reverse(next)));
+                        .push((costs.priority[next as usize], std::cmp::Reverse(next)));
                 }
             }
         }
@@ -209,8 +222,8 @@ struct Heads([usize; MAX_LISTS]);
 impl<C: ?Sized + Sync> Shared<C> {
     /// Walks list `me` of the plan for the running frame (module docs).
     /// `frame_thread`: the caller is the frame's thread. A helper that runs
-    /// nested in another task's wait on its thread walks only while it
-    /// finds a ready node (see [`Local::nested_in_a_task`]).
+    /// inside a wait on its thread walks only while it finds a ready node
+    /// (see [`Local::in_a_wait`]).
     pub(super) fn walk_plan(
         &self,
         me: usize,
@@ -218,9 +231,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         frame: &FrameView<'_, C>,
         frame_thread: bool,
     ) {
-        // A nested helper that waited could wait for the very node (or a
-        // task a node joins) whose wait it runs in: a deadlock.
-        let may_wait = frame_thread || !local.nested_in_a_task();
+        // A helper inside a wait that waited could wait for the very node
+        // (or a task a node joins) whose wait it runs in: a deadlock.
+        let may_wait = frame_thread || !local.in_a_wait();
         let schedule = &self.schedule;
         let lane = self.inputs.lane;
         let outer_lane = local.set_lane(lane);
