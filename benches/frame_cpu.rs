@@ -8,7 +8,8 @@
 //! time of all its threads per second of wall time, in all and in the gaps
 //! between frames alone. The sequential loop is the baseline: the work
 //! itself, with no scheduler; `two-threads-condvar` is the least a second
-//! thread costs without spinning.
+//! thread costs without spinning; `engine-tasks-queued` is the graph with
+//! `plan_frames(false)`.
 //!
 //! CPU time is read from each thread's own CPU clock (the clock id of its
 //! thread id, as `clock_getcpuclockid` makes it), which includes the slice
@@ -30,14 +31,15 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_of, medians_from_children, threads, Work};
+use engine_tasks_benches::{benchmark_dag, graph_builder_of, medians_from_children, threads, Work};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const PEERS: [&str; 5] = [
+const PEERS: [&str; 6] = [
     "sequential",
     "two-threads-condvar",
     "engine-tasks",
+    "engine-tasks-queued",
     "rayon-scope",
     "bevy-multi-threaded",
 ];
@@ -136,10 +138,14 @@ fn measure(peer: &str) -> (f64, f64, f64) {
     match peer {
         "sequential" => paced(|| deps.iter().for_each(|_| work.run())),
         "two-threads-condvar" => two_threads_condvar(deps.len(), work),
-        "engine-tasks" => {
+        "engine-tasks" | "engine-tasks-queued" => {
             let pool = Pool::builder().threads(threads() - 1).build().unwrap();
             let works = vec![work; deps.len()];
-            let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+            // Queued: shared frames count releases and queue ready nodes
+            // instead of walking a plan.
+            let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+            builder.plan_frames(peer == "engine-tasks");
+            let mut graph = builder.build().expect("a valid DAG");
             paced(|| {
                 graph.run(&pool, &()).unwrap();
             })

@@ -64,20 +64,24 @@
 //! dependencies finished in this frame and claims it; a walker whose next
 //! node is not ready may claim the first ready node of another list, so a
 //! late or busy worker costs parallelism, never a node. Nothing is counted
-//! or queued per node: on the benchmark graph with 1 µs nodes this took
-//! the overhead per node from about 90 to about 10 ns over what two
-//! threads of the development VM give the work (see the README). A walker
-//! that finds nothing ready looks for 20 µs, running pool tasks of the
-//! graph's lane (such as a node's `parallel_for` pieces), then sleeps until
-//! another walker finishes a node or such a task is pushed.
+//! or queued per node: on the benchmark graph with 1 µs nodes, untimed,
+//! this took the overhead per node over what two threads of the
+//! development VM give the work from 37–70 to 1–27 ns (see the README). A
+//! helper that a thread runs inside a wait (a node's `join`, say) only
+//! runs ready nodes, since waiting there could wait for the node below it
+//! on its own stack. A walker that finds nothing ready looks for 20 µs,
+//! running pool tasks of the graph's lane (such as a node's `parallel_for`
+//! pieces), then sleeps until another walker finishes a node or such a
+//! task is pushed.
 //!
 //! # What the frame's thread runs while it waits
 //!
-//! Its pinned nodes first (a planned frame has none), then any task of the pool in lanes at least as
-//! urgent as the least urgent lane of the graph's nodes (with every node
-//! frame-critical, only frame-critical tasks): graph nodes, the pieces of a
-//! node's `parallel_for`, or frame-critical tasks from elsewhere. It never
-//! starts background work unless the graph has background nodes. A node that
+//! Its pinned nodes first (a planned frame has none), then any task of the
+//! pool in lanes at least as urgent as the least urgent lane of the graph's
+//! nodes (with every node frame-critical, only frame-critical tasks): graph
+//! nodes, the pieces of a node's `parallel_for`, or frame-critical tasks
+//! from elsewhere. It never starts background work unless the graph has
+//! background nodes. A node that
 //! waits (`parallel_for`, `scope`, a join) may likewise run other ready nodes
 //! on its stack, so a node must not hold a lock that other nodes take
 //! across such a wait.
