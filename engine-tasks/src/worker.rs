@@ -616,8 +616,7 @@ impl<'a> Local<'a> {
     /// Sleeps by the idle protocol (so a push of work at least as urgent as
     /// `floor` wakes it, as does an unpark of its slot) unless `stop`
     /// holds when checked after announcing idle; runs a task found on the
-    /// way. For the frame's thread of a planned frame
-    /// (`graph/runtime/planned.rs`).
+    /// way. For the walkers of a planned frame (`graph/runtime/planned.rs`).
     pub(crate) fn sleep_unless(&self, floor: Lane, stop: impl Fn() -> bool) {
         match self.idle(floor, true, stop) {
             Idle::Found(found) => self.run_found(found),
@@ -630,6 +629,15 @@ impl<'a> Local<'a> {
     /// that cannot finish until the running code returns.
     pub(crate) fn in_a_wait(&self) -> bool {
         self.wait_depth.get() > 0
+    }
+
+    /// Runs `f` as a wait: [`Local::in_a_wait`] holds inside it. For a
+    /// planned frame's walk, which runs other tasks while it waits too.
+    pub(crate) fn as_a_wait<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.wait_depth.set(self.wait_depth.get() + 1);
+        let result = f();
+        self.wait_depth.set(self.wait_depth.get() - 1);
+        result
     }
 
     /// Records that this thread finished a frame's last node.

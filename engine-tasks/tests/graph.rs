@@ -856,6 +856,7 @@ struct WaitingNode {
     /// The task `first` joins: it runs until `second` ran.
     blocker: Mutex<Option<engine_tasks::JoinHandle<bool>>>,
     second_ran: Arc<AtomicBool>,
+    second_ran_on: Mutex<Option<ThreadId>>,
 }
 
 /// The frame's thread runs node `first`, which joins a task that the only
@@ -875,6 +876,7 @@ fn a_helper_inside_a_nodes_wait_does_not_wait_for_it() {
         }
     });
     b.node("second", Lane::FrameCritical, |cx| {
+        *cx.data().second_ran_on.lock().unwrap() = Some(thread::current().id());
         cx.data().second_ran.store(true, Ordering::Release);
     });
     // The long chain after `first` puts it first in the plan, on the frame
@@ -915,6 +917,81 @@ fn a_helper_inside_a_nodes_wait_does_not_wait_for_it() {
         let stats = graph.run(&pool, &data).unwrap();
         if frame > 0 {
             assert_eq!(stats.sharing(), FrameSharing::Planned, "frame {frame}");
+            // The helper ran inside `first`'s join, on this thread.
+            let ran_on = data.second_ran_on.lock().unwrap().take();
+            assert_eq!(ran_on, Some(thread::current().id()), "frame {frame}");
         }
     }
+}
+
+/// Planned frames whose nodes run planned frames of another graph: a walk
+/// is a wait, so a walker of the inner frame that runs a helper of the
+/// outer one (from its own queue, say) only runs the outer frame's ready
+/// nodes. Every node of both graphs runs once per frame.
+#[test]
+fn planned_frames_inside_nodes_of_planned_frames() {
+    fn layered(
+        layers: usize,
+        width: usize,
+        body: impl Fn(usize) + Send + Sync + Clone + 'static,
+    ) -> TaskGraph<()> {
+        let mut b = TaskGraph::<()>::builder();
+        b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
+        for i in 0..layers * width {
+            let body = body.clone();
+            let deps: Vec<String> = if i < width {
+                Vec::new()
+            } else {
+                vec![
+                    format!("n{}", i - width),
+                    format!("n{}", i - width + (i + 1) % width - i % width),
+                ]
+            };
+            b.node(format!("n{i}"), Lane::FrameCritical, move |_| body(i))
+                .after(deps);
+        }
+        b.build().unwrap()
+    }
+    let pool = Pool::builder().threads(3).build().unwrap();
+    let inner_runs: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..16).map(|_| AtomicUsize::new(0)).collect());
+    let outer_runs: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..16).map(|_| AtomicUsize::new(0)).collect());
+    let handle = pool.handle();
+    let inner_graphs: Arc<Vec<Mutex<TaskGraph<()>>>> = Arc::new(
+        (0..4)
+            .map(|_| {
+                let runs = inner_runs.clone();
+                Mutex::new(layered(4, 4, move |i| {
+                    spin_for(Duration::from_micros(2));
+                    runs[i].fetch_add(1, Ordering::Relaxed);
+                }))
+            })
+            .collect(),
+    );
+    let mut outer = {
+        let (runs, inner) = (outer_runs.clone(), inner_graphs.clone());
+        layered(4, 4, move |i| {
+            if i % 4 == 0 {
+                // One inner graph per column: no two nodes lock the same.
+                let mut graph = inner[i / 4].lock().unwrap();
+                graph.run(&handle, &()).unwrap();
+            } else {
+                spin_for(Duration::from_micros(5));
+            }
+            runs[i].fetch_add(1, Ordering::Relaxed);
+        })
+    };
+    let frames = 200;
+    for _ in 0..frames {
+        outer.run(&pool, &()).unwrap();
+    }
+    assert!(outer_runs
+        .iter()
+        .all(|r| r.load(Ordering::Relaxed) == frames));
+    // Nodes 0, 4, 8 and 12 each ran a frame of their own inner graph per
+    // outer frame: four inner frames, each node index four times.
+    assert!(inner_runs
+        .iter()
+        .all(|r| r.load(Ordering::Relaxed) == 4 * frames));
 }

@@ -38,7 +38,11 @@
 //! already ran. In a planned frame the latch also holds one count per
 //! helper task, which each gives back as its last touch of the graph; the
 //! frame's thread runs any helper task still queued once its own walk is
-//! over, so the frame never waits for a worker that is busy elsewhere.
+//! over, so the frame never waits for a worker that did not start its
+//! helper. A helper that started holds the frame until it leaves: while it
+//! waits for a node it may run tasks of the graph's lane, as any waiting
+//! thread does (see "What the frame's thread runs while it waits" in
+//! `graph/mod.rs`), and the frame ends once such a task returns.
 
 mod alone;
 mod planned;
@@ -987,7 +991,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         // Relaxed: set before a dependency's AcqRel count, which the last
         // count acquired; with a single dependency, set before it handed
         // the node over (run inline, or queued); in a frame run alone, set
-        // by this thread, or before the hand-over's queue push.
+        // by this thread, or before the hand-over's queue push; in a
+        // planned frame, set before the dependency's Release `finish`,
+        // which the walker's `is_finished` acquired.
         if self.poisoned_in[index as usize].load(Ordering::Relaxed) == frame.epoch {
             return NodeOutcome::Skipped;
         }
@@ -1059,7 +1065,8 @@ impl<C: ?Sized + Sync> Shared<C> {
     fn poison(&self, index: u32, epoch: u64) {
         // Relaxed: published by the count that follows in `release` (or,
         // for a single dependency, by handing the node over; in a frame run
-        // alone, read by this thread or after the hand-over's queue push).
+        // alone, read by this thread or after the hand-over's queue push;
+        // in a planned frame, by the node's Release `finish` after it).
         self.poisoned_in[index as usize].store(epoch, Ordering::Relaxed);
     }
 

@@ -4,8 +4,9 @@
 //! and a blocking pool, then runs a random task graph for several frames.
 //! Its nodes, in random lanes and some pinned to the frame's thread (or,
 //! every other round, all in the frame-critical lane and none pinned, so
-//! that the graph's shared frames run planned), fan out with `parallel_for`, spawn nested tasks (which spawn more), submit
-//! blocking tasks whose results come back on the pool, and panic at random
+//! that the graph's shared frames run planned), fan out with
+//! `parallel_for`, spawn nested tasks (which spawn more), submit blocking
+//! tasks whose results come back on the pool, and panic at random
 //! (injected). Spawned tasks capture tracked values, some of which panic
 //! when dropped. At the end of the round both pools are dropped (shut down)
 //! with work possibly still queued. After every round it checks:

@@ -232,7 +232,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         frame_thread: bool,
     ) {
         // A helper inside a wait that waited could wait for the very node
-        // (or a task a node joins) whose wait it runs in: a deadlock.
+        // (or a task a node joins) whose wait it runs in: a deadlock. A walk
+        // is a wait too: a node of it may run a planned graph, whose walker
+        // may run a helper of this frame.
         let may_wait = frame_thread || !local.in_a_wait();
         let schedule = &self.schedule;
         let lane = self.inputs.lane;
@@ -243,7 +245,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         // The last node's end, while this thread goes straight on to the
         // next node (one clock read per node).
         let mut straight_on: Option<u64> = None;
-        loop {
+        local.as_a_wait(|| loop {
             let index = match self.next_step(schedule, me, &mut heads, frame.epoch) {
                 Step::Run(index) => index,
                 Step::Done => break,
@@ -278,7 +280,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             if successors.is_empty() {
                 self.finish_sinks(1);
             }
-        }
+        });
         local.set_lane(outer_lane);
     }
 
@@ -319,9 +321,11 @@ impl<C: ?Sized + Sync> Shared<C> {
             .all(|&d| self.states[d as usize].marks.is_finished(epoch))
     }
 
-    /// Whether a head is ready or every node claimed (claims nothing).
+    /// Whether a head is ready or every node claimed (claims nothing):
+    /// moves every list's head past claimed nodes, then looks at the heads.
     fn can_progress(&self, schedule: &Schedule, heads: &mut Heads, epoch: u64) -> bool {
-        (0..schedule.lists()).all(|t| {
+        let mut all_claimed = true;
+        for t in 0..schedule.lists() {
             let list = schedule.list(t);
             let head = &mut heads.0[t];
             while list
@@ -330,13 +334,14 @@ impl<C: ?Sized + Sync> Shared<C> {
             {
                 *head += 1;
             }
-            list.get(*head).is_none()
-        }) || (0..schedule.lists()).any(|t| {
-            schedule
-                .list(t)
-                .get(heads.0[t])
-                .is_some_and(|&i| self.dependencies_finished(i, epoch))
-        })
+            if let Some(&i) = list.get(*head) {
+                if self.dependencies_finished(i, epoch) {
+                    return true;
+                }
+                all_claimed = false;
+            }
+        }
+        all_claimed
     }
 
     /// Wakes the walkers of `bits` (`node_marks.rs`).
@@ -376,7 +381,9 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
             // The frame's thread leaves its helper tasks in its queue for
             // the pool's threads until they all started (it would run them
-            // itself, as walkers of nothing).
+            // itself, as walkers of nothing). Its sleep below may still run
+            // one; inside this walk (a wait), such a helper only runs ready
+            // nodes.
             if !frame_thread || self.helpers_started() {
                 if let Some(found) = local.find_task(lane, false) {
                     local.run_found(found);
