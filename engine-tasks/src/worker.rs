@@ -895,6 +895,14 @@ pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -
     with_guest_slot(shared, f)
 }
 
+/// Whether the calling thread is one of `shared`'s worker threads (not
+/// the guest slot of an outside thread).
+pub(crate) fn is_worker_of(shared: &Shared) -> bool {
+    with_current(|local| {
+        local.is_some_and(|l| ptr::eq(l.shared, shared) && l.index < shared.worker_count())
+    })
+}
+
 /// `with_slot` for a thread that is not in `shared`.
 #[cold]
 #[inline(never)]

@@ -512,8 +512,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let pool_shared = pool.shared();
         let sinks = self.sinks.len();
         // Planned (`planned.rs`) when shared, allowed, and another thread
-        // of the pool could walk a list.
-        let lists = (pool_shared.worker_count() + 1).min(planned::MAX_LISTS);
+        // of the pool could walk a list: one list per worker, and one for
+        // this thread unless it is one of them (a graph run in a task).
+        let other_workers =
+            pool_shared.worker_count() - usize::from(worker::is_worker_of(pool_shared));
+        let lists = (other_workers + 1).min(planned::MAX_LISTS);
         let planned = self.waking && self.plan_lane.is_some() && lists > 1;
         if planned {
             self.replan_schedule(lists);
