@@ -55,7 +55,7 @@
 //! A shared frame of a graph whose nodes all share one lane, none pinned,
 //! in critical-path-first order, runs by a plan instead of queues (unless
 //! [`TaskGraphBuilder::plan_frames`] turned that off). Between frames,
-//! whenever priorities change, the nodes are split into one list per
+//! whenever priorities change (every 64 frames), the nodes are split into one list per
 //! thread (the frame's thread and each worker, at most eight) by list
 //! scheduling on the measured node times: most urgent first, each on the
 //! list where it would start soonest. The frame's thread walks its list
@@ -64,9 +64,9 @@
 //! dependencies finished in this frame and claims it; a walker whose next
 //! node is not ready may claim the first ready node of another list, so a
 //! late or busy worker costs parallelism, never a node. Nothing is counted
-//! or queued per node: on the benchmark graph with 1 µs nodes, untimed,
-//! this took the overhead per node over what two threads of the
-//! development VM give the work from 37–70 to 1–27 ns (see the README). A
+//! or queued per node: on the benchmark graph with 1 µs nodes this took
+//! the overhead per node over what two threads of the development VM give
+//! the work from 13–40 ns to about zero (see the README). A
 //! helper that a thread runs inside a wait (a node's `join`, say) only
 //! runs ready nodes, since waiting there could wait for the node below it
 //! on its own stack. A walker that finds nothing ready looks for 20 µs,
