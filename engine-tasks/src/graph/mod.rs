@@ -71,7 +71,7 @@
 //! runs ready nodes, since waiting there could wait for the node below it
 //! on its own stack. A walker that finds nothing ready looks for 20 µs,
 //! running pool tasks of the graph's lane (such as a node's `parallel_for`
-//! pieces), then sleeps until another walker finishes a node or such a
+//! pieces; the frame's thread once every helper task has started), then sleeps until another walker finishes a node or such a
 //! task is pushed.
 //!
 //! # What the frame's thread runs while it waits

@@ -30,7 +30,8 @@
 //!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
-//! running pool tasks of the graph's lane meanwhile) → *asleep* until
+//! running pool tasks of the graph's lane meanwhile, the frame's thread
+//! once every helper task has started) → *asleep* until
 //! another walker finishes a node (`node_marks.rs`) or work of the lane is
 //! pushed → *walking* again; → *done* when every node is claimed. The
 //! frame's thread then waits for the frame's latch, counted down by the
