@@ -657,9 +657,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         self.update_wakes(ended - started);
         if self.order == ReadyOrder::CriticalPathFirst && self.shared_mut().timed {
-            // Shorter once frames turn shared and queued, so a re-sort that
-            // is due comes at once then, and at most every eighth frame
-            // however often frames switch.
+            // Every eighth frame while frames are shared and queued, every
+            // 64th while they run alone or planned (the constants say why).
+            // The interval is the current one, so a re-sort long due comes
+            // at once when frames turn queued.
             let every = if !self.waking {
                 REPRIORITIZE_ALONE_EVERY
             } else if self.plan_lane.is_some() {
@@ -769,10 +770,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Decides whether the next frame is shared (its nodes queued, waking
     /// sleeping threads) or runs alone (see [`ShareThreshold`]): by the
-    /// smoothed total node time of a timed graph, or by this frame's wall
-    /// time for an untimed one.
+    /// smoothed total node time of a timed graph (already updated with this
+    /// frame's, the first frame's included: its wall time also holds one-off
+    /// costs, such as first touches of memory, that made a graph of a few
+    /// empty nodes look worth a second thread), or by this frame's wall time
+    /// for an untimed one.
     fn update_wakes(&mut self, wall: Duration) {
-        let nanos = if self.shared_mut().timed && self.frames > 1 {
+        let nanos = if self.shared_mut().timed {
             self.estimate_total as f64 * self.rate.nanos_per_tick()
         } else {
             wall.as_nanos() as f64
