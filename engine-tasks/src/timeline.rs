@@ -29,6 +29,7 @@
 use crate::clock::{self, TickRate};
 use crate::lane::Lane;
 use std::cell::{Cell, RefCell, UnsafeCell};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -61,20 +62,32 @@ fn sessions() -> &'static Mutex<Option<Session>> {
 }
 
 /// Graph node names, interned when a graph is built so that events carry a
-/// number instead of a string.
-fn names() -> &'static Mutex<Vec<Arc<str>>> {
-    static NAMES: OnceLock<Mutex<Vec<Arc<str>>>> = OnceLock::new();
-    NAMES.get_or_init(|| Mutex::new(Vec::new()))
+/// number instead of a string. Each distinct name is kept once for the
+/// process's life, so rebuilding graphs with the same names adds nothing.
+#[derive(Default)]
+struct Names {
+    /// By number.
+    list: Vec<Arc<str>>,
+    /// Number by name, so a graph of n nodes interns in O(n), not O(n²).
+    numbers: HashMap<Arc<str>, u32>,
+}
+
+fn names() -> &'static Mutex<Names> {
+    static NAMES: OnceLock<Mutex<Names>> = OnceLock::new();
+    NAMES.get_or_init(Mutex::default)
 }
 
 /// Registers a node name and returns its number (not on a hot path).
 pub(crate) fn intern(name: &str) -> u32 {
     let mut names = names().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = names.iter().position(|n| &**n == name) {
-        return i as u32;
+    if let Some(&number) = names.numbers.get(name) {
+        return number;
     }
-    names.push(name.into());
-    (names.len() - 1) as u32
+    let number = names.list.len() as u32;
+    let name: Arc<str> = name.into();
+    names.list.push(name.clone());
+    names.numbers.insert(name, number);
+    number
 }
 
 /// What an event is about.
@@ -374,7 +387,11 @@ pub fn stop() -> Option<Timeline> {
         start_tick: session.start_tick,
         nanos_per_tick: rate.nanos_per_tick(),
         buffers: session.buffers,
-        names: names().lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        names: names()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .list
+            .clone(),
     })
 }
 

@@ -26,8 +26,10 @@
 //!
 //! # A frame
 //!
-//! [`TaskGraph::run`] queues the roots on the calling thread as one batch
-//! and joins with block-on-complete. A node that finishes counts down its
+//! [`TaskGraph::run`] runs a frame on the calling thread and returns when
+//! its last node finished; it runs nodes and tasks while it waits
+//! (block-on-complete). A frame shared through the pool's queues queues the
+//! roots on the calling thread as one batch. A node that finishes counts down its
 //! successors (counts are never reset: each counts releases across the
 //! frames that count);
 //! it runs the most urgent successor it released itself, next (no queue,
@@ -85,6 +87,15 @@
 //! waits (`parallel_for`, `scope`, a join) may likewise run other ready nodes
 //! on its stack, so a node must not hold a lock that other nodes take
 //! across such a wait.
+//!
+//! One exception: a thread outside the pool runs tasks while it waits
+//! through the pool's one guest slot. If another outside thread holds that
+//! slot at the frame's start (two outside threads run frames or join pool
+//! work at once), the frame's nodes go to the pool's shared queue for the
+//! workers, and the frame's thread runs only its pinned nodes, sleeping
+//! otherwise until the frame ends. (It could only take the oldest shared
+//! tasks, each of which may wait in turn without bound.) With no worker
+//! thread at all it runs the shared queue too, so the frame still ends.
 //!
 //! # Critical path first
 //!
@@ -188,10 +199,13 @@ impl fmt::Display for GraphError {
             }
             GraphError::Cycle(names) => {
                 write!(f, "dependency cycle: ")?;
-                for name in names {
-                    write!(f, "{name:?} -> ")?;
+                // Around the cycle and back to its first node (the builder
+                // names at least one; a hand-made empty one still displays).
+                let mut around = names.iter().chain(names.first());
+                if let Some(first) = around.next() {
+                    write!(f, "{first:?}")?;
                 }
-                write!(f, "{:?}", names[0])
+                around.try_for_each(|name| write!(f, " -> {name:?}"))
             }
             GraphError::TooManyNodes(n) => write!(f, "{n} nodes; at most {MAX_NODES} allowed"),
         }
