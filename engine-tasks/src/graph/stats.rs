@@ -121,7 +121,9 @@ impl FrameStats {
         self.sharing = sharing;
     }
 
-    /// Wall time from queueing the roots to the last node's end.
+    /// Wall time of the frame on its thread: from just before the first
+    /// node was queued or run to just after that thread saw the last one
+    /// end.
     pub fn wall_time(&self) -> Duration {
         self.wall
     }
