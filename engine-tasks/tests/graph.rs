@@ -357,6 +357,34 @@ fn validation_names_the_problem() {
     let err = b.build().unwrap_err();
     assert_eq!(err, GraphError::Cycle(vec!["self".into()]));
     assert_eq!(err.to_string(), r#"dependency cycle: "self" -> "self""#);
+    let around = GraphError::Cycle(vec!["a".into(), "b".into()]);
+    assert_eq!(around.to_string(), r#"dependency cycle: "a" -> "b" -> "a""#);
+    assert_eq!(
+        GraphError::Cycle(Vec::new()).to_string(),
+        "dependency cycle: "
+    );
+}
+
+/// A long chain builds (names interned by hash, not by a search per node)
+/// and runs every node once, in order.
+#[test]
+fn a_graph_of_many_nodes_builds_and_runs() {
+    const NODES: usize = 50_000;
+    let mut b = TaskGraph::<AtomicUsize>::builder();
+    for i in 0..NODES {
+        let node = b.node(format!("n{i}"), Lane::Normal, move |cx| {
+            let ran = cx.data().fetch_add(1, Ordering::Relaxed);
+            assert_eq!(ran, i, "node n{i} ran out of order");
+        });
+        if i > 0 {
+            node.after([format!("n{}", i - 1)]);
+        }
+    }
+    let mut graph = b.build().unwrap();
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let ran = AtomicUsize::new(0);
+    graph.run(&pool, &ran).unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), NODES);
 }
 
 #[test]
@@ -530,6 +558,41 @@ fn nodes_borrow_frame_data_from_the_stack_and_fan_out() {
     assert!(positions.into_inner().unwrap().iter().all(|&p| p == 5.0));
 }
 
+/// A node that fans out with `scope` (tasks borrowing the node's stack):
+/// its dependent starts only after every scope task finished.
+#[test]
+fn a_nodes_scope_finishes_before_its_dependents_start() {
+    const TASKS: usize = 64;
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let done = AtomicUsize::new(0);
+    let mut b = TaskGraph::<AtomicUsize>::builder();
+    b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
+    b.node("fan_out", Lane::FrameCritical, |cx| {
+        let hits: Vec<AtomicUsize> = (0..TASKS).map(|_| AtomicUsize::new(0)).collect();
+        cx.pool().scope(|s| {
+            for hit in &hits {
+                s.spawn(move |_| {
+                    spin_for(Duration::from_micros(20));
+                    hit.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        cx.data().fetch_add(TASKS, Ordering::Relaxed);
+    });
+    b.node("after_fan_out", Lane::FrameCritical, |cx| {
+        // Frames before added TASKS + 1 each; this one's fan-out, TASKS.
+        assert_eq!(cx.data().load(Ordering::Relaxed) % (TASKS + 1), TASKS);
+        cx.data().fetch_add(1, Ordering::Relaxed);
+    })
+    .after(["fan_out"]);
+    let mut graph = b.build().unwrap();
+    for frame in 1..=10 {
+        graph.run(&pool, &done).unwrap();
+        assert_eq!(done.load(Ordering::Relaxed), frame * (TASKS + 1));
+    }
+}
+
 #[test]
 fn background_work_spans_frames_without_blocking_them() {
     let pool = Pool::builder().threads(2).build().unwrap();
@@ -685,6 +748,47 @@ fn statistics_describe_the_frame() {
     let main_awake = stats.awake(pool.threads()).expect("the frame's slot");
     assert!(main_awake <= stats.wall_time());
     assert!(stats.utilisation(pool.threads()) <= 1.0);
+}
+
+/// `steals` counts the tasks taken from other threads' queues during the
+/// frame: none when the frame runs alone; at least one when a node of a
+/// queued frame ran on another thread than the frame's, since the frame's
+/// thread queues the roots on its own queue.
+#[test]
+fn statistics_count_the_frames_steals() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let frame_slot = Some(pool.threads());
+
+    let mut light = TaskGraph::<()>::builder();
+    for i in 0..4 {
+        light.node(format!("light{i}"), Lane::FrameCritical, |_| {});
+    }
+    let mut light = light.build().unwrap();
+    for _ in 0..3 {
+        let stats = light.run(&pool, &()).unwrap();
+        assert_eq!(stats.sharing(), FrameSharing::Alone);
+        assert_eq!(stats.steals(), 0);
+    }
+
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
+    b.plan_frames(false);
+    b.node("root", Lane::FrameCritical, |_| {});
+    for i in 0..8 {
+        b.node(format!("leaf{i}"), Lane::FrameCritical, |_| {
+            spin_for(Duration::from_micros(200))
+        })
+        .after(["root"]);
+    }
+    let mut graph = b.build().unwrap();
+    // A woken worker joins within 200 frames (each 1.6 ms of work alone).
+    let shared_frames = (0..200).find(|_| {
+        let stats = graph.run(&pool, &()).unwrap();
+        let off_thread = stats.nodes().filter(|n| n.thread != frame_slot).count();
+        assert!(off_thread == 0 || stats.steals() >= 1);
+        off_thread > 0 && stats.sharing() == FrameSharing::Shared
+    });
+    assert!(shared_frames.is_some(), "the worker never ran a node");
 }
 
 #[test]

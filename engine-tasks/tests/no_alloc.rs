@@ -5,10 +5,12 @@
 //!
 //! The allocator counts every thread's allocations, so the tests take turns.
 
-use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+use engine_tasks::graph::NodeOutcome;
+use engine_tasks::{FrameSharing, FrameStats, Lane, Pool, TaskGraph};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 mod common;
 use common::{fib, spin_for};
@@ -143,6 +145,25 @@ fn world_graph(plannable: bool) -> TaskGraph<World> {
     b.build().unwrap()
 }
 
+/// Reads every statistic a frame offers, as a frame loop's overlay would:
+/// inside the counting window, none may allocate. Returns a few of them for
+/// the caller to check.
+fn read_every_statistic(stats: &FrameStats) -> (usize, Duration) {
+    let mut ran = 0;
+    for (i, node) in stats.nodes().enumerate() {
+        assert_eq!(stats.node(i).outcome, node.outcome);
+        ran += usize::from(node.outcome == NodeOutcome::Ran);
+        std::hint::black_box((node.start, node.duration));
+    }
+    let busy: Duration = (0..stats.slots()).map(|s| stats.thread_busy(s)).sum();
+    for slot in 0..stats.slots() {
+        std::hint::black_box((stats.awake(slot), stats.utilisation(slot)));
+    }
+    std::hint::black_box((stats.frame(), stats.wall_time(), stats.steals()));
+    assert!(stats.critical_path_work() <= stats.total_work());
+    (ran, busy)
+}
+
 #[test]
 fn steady_state_graph_frames_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -179,6 +200,8 @@ fn steady_state_graph_frames_make_no_allocations() {
     let mut run = |spin_nanos: u64| {
         world.spin_nanos.store(spin_nanos, Ordering::Relaxed);
         let stats = graph.run(&pool, &world).unwrap();
+        let (ran, _) = read_every_statistic(stats);
+        assert_eq!(ran, stats.nodes().len(), "every node ran");
         let sharing = stats.sharing();
         sharing_seen[match sharing {
             FrameSharing::Alone => 0,
@@ -236,7 +259,7 @@ fn steady_state_graph_frames_make_no_allocations() {
 
 /// Heavy frames of a graph that allows planned frames run planned, and
 /// make no allocation either: not the frames, not the re-plans between
-/// them (every eighth frame), not the walkers' sleeps.
+/// them (every 64th frame), not the walkers' sleeps.
 #[test]
 fn steady_state_planned_frames_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -265,6 +288,9 @@ fn steady_state_planned_frames_make_no_allocations() {
         }
         let stats = graph.run(&pool, &world).unwrap();
         planned += usize::from(stats.sharing() == FrameSharing::Planned);
+        let (ran, busy) = read_every_statistic(stats);
+        assert_eq!(ran, stats.nodes().len(), "every node ran");
+        assert!(busy > Duration::ZERO);
         assert!(stats.critical_path().len() >= 8, "frame {frame}");
     }
     COUNTING.store(false, Ordering::SeqCst);
