@@ -24,8 +24,8 @@ use world::World;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Number of boids.
-    #[arg(long, default_value_t = 20_000)]
+    /// Number of boids (1 to 4,000,000).
+    #[arg(long, default_value_t = 20_000, value_parser = parse_entities)]
     entities: usize,
     /// Frames to run.
     #[arg(long, default_value_t = 600)]
@@ -34,8 +34,9 @@ struct Args {
     /// default pool, sized to the machine's parallelism minus one.
     #[arg(long)]
     threads: Option<usize>,
-    /// Target frames per second; 0 runs frames back to back.
-    #[arg(long, default_value_t = 60.0)]
+    /// Target frames per second (0.1 to 10,000); 0 runs frames back to
+    /// back.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_rate)]
     rate: f64,
     /// Compressed asset files to write to a temporary directory and stream
     /// in the background while the game runs (two requests per frame, read
@@ -50,6 +51,30 @@ struct Args {
     /// How many of the last frames `--trace` records.
     #[arg(long, default_value_t = 60)]
     trace_frames: u64,
+}
+
+/// Most boids `--entities` takes: about 100 bytes each, so at most about
+/// 400 MB of world.
+const MAX_ENTITIES: usize = 4_000_000;
+
+fn parse_entities(text: &str) -> Result<usize, String> {
+    let entities: usize = text.parse().map_err(|e| format!("{e}"))?;
+    if (1..=MAX_ENTITIES).contains(&entities) {
+        Ok(entities)
+    } else {
+        Err(format!("must be from 1 to {MAX_ENTITIES}"))
+    }
+}
+
+/// `--rate`: 0 (back to back), or a rate whose frame period a `Duration`
+/// holds and a frame loop can keep (0.1 to 10,000 frames per second).
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if rate == 0.0 || (0.1..=10_000.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err("must be 0 (back to back) or from 0.1 to 10000".into())
+    }
 }
 
 /// Frame times and busy time per thread over a window of frames.
@@ -148,10 +173,6 @@ fn main() {
         },
         None => default_pool(),
     };
-    if args.rate < 0.0 || !args.rate.is_finite() {
-        eprintln!("game_loop: --rate must be a finite number >= 0");
-        std::process::exit(2);
-    }
     let workers = pool.threads();
     println!(
         "game_loop: {} boids, {} frames at {} Hz, {} worker threads + main",
