@@ -753,16 +753,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Folds this frame's node times into the smoothed estimates
     /// (exponential average, weight 1/4 for the newest frame) and their sum.
+    /// A node that panicked or was skipped keeps its estimate. An estimate
+    /// of 0 has not been measured yet and takes the first time as it is (a
+    /// smoothed one never decays to 0: `e - e / 4` stays above 0).
     fn update_estimates(&mut self) {
-        let first = self.frames == 1;
         let mut total = 0;
         for (i, estimate) in self.estimate.iter_mut().enumerate() {
-            let ticks = self.stats.ticks_of(i);
-            *estimate = if first {
-                ticks
-            } else {
-                *estimate - *estimate / 4 + ticks / 4
-            };
+            if let Some(ticks) = self.stats.ran_ticks(i) {
+                *estimate = if *estimate == 0 {
+                    ticks
+                } else {
+                    *estimate - *estimate / 4 + ticks / 4
+                };
+            }
             total += *estimate;
         }
         self.estimate_total = total;
@@ -1367,6 +1370,31 @@ mod tests {
     use super::{linger_ticks, ShareThreshold};
     use crate::{FrameSharing, Lane, Pool, TaskGraph};
     use std::time::Duration;
+
+    /// Whether the next frame is shared follows the times of the nodes that
+    /// ran: not the frame's wall time (which held a panicking node's 50 ms
+    /// here), also after the first frame, and not a panicked node's time.
+    #[test]
+    fn a_light_frame_after_a_slow_panic_runs_alone() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let mut b = TaskGraph::<()>::builder();
+        // Far above the light frames, so that a preempted one stays alone.
+        b.share_above(Duration::from_millis(10), Duration::ZERO);
+        b.node("slow_panic", Lane::FrameCritical, |cx| {
+            if cx.frame() == 0 {
+                std::thread::sleep(Duration::from_millis(50));
+                panic!("the first frame panics after 50 ms");
+            }
+        });
+        b.node("after", Lane::FrameCritical, |_| {})
+            .after(["slow_panic"]);
+        let mut graph = b.build().unwrap();
+        assert!(graph.run(&pool, &()).is_err());
+        for _ in 0..3 {
+            let stats = graph.run(&pool, &()).unwrap();
+            assert_eq!(stats.sharing(), FrameSharing::Alone);
+        }
+    }
 
     /// With zero thresholds every frame is shared (queued, or planned), the
     /// first one handed over after its first node; a shared frame is

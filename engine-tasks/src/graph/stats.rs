@@ -265,9 +265,10 @@ impl FrameStats {
         }
     }
 
-    /// Node `i`'s run time in ticks.
-    pub(super) fn ticks_of(&self, i: usize) -> u64 {
+    /// Node `i`'s run time in ticks, if its body ran and returned (a
+    /// panicked node's time holds the unwinding; a skipped one has none).
+    pub(super) fn ran_ticks(&self, i: usize) -> Option<u64> {
         let raw = self.runs[i].read();
-        raw.end.saturating_sub(raw.start)
+        (raw.outcome == NodeOutcome::Ran).then(|| raw.end.saturating_sub(raw.start))
     }
 }
