@@ -558,8 +558,9 @@ fn nodes_borrow_frame_data_from_the_stack_and_fan_out() {
     assert!(positions.into_inner().unwrap().iter().all(|&p| p == 5.0));
 }
 
-/// A node that fans out with `scope` (tasks borrowing the node's stack):
-/// its dependent starts only after every scope task finished.
+/// A node that fans out with `scope` (tasks borrowing the node's stack and
+/// the frame's data): its dependent starts only after every scope task
+/// finished, on whatever thread it ran, and sees what each wrote.
 #[test]
 fn a_nodes_scope_finishes_before_its_dependents_start() {
     const TASKS: usize = 64;
@@ -568,20 +569,18 @@ fn a_nodes_scope_finishes_before_its_dependents_start() {
     let mut b = TaskGraph::<AtomicUsize>::builder();
     b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
     b.node("fan_out", Lane::FrameCritical, |cx| {
-        let hits: Vec<AtomicUsize> = (0..TASKS).map(|_| AtomicUsize::new(0)).collect();
+        let done = cx.data();
         cx.pool().scope(|s| {
-            for hit in &hits {
+            for _ in 0..TASKS {
                 s.spawn(move |_| {
                     spin_for(Duration::from_micros(20));
-                    hit.fetch_add(1, Ordering::Relaxed);
+                    done.fetch_add(1, Ordering::Relaxed);
                 });
             }
         });
-        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
-        cx.data().fetch_add(TASKS, Ordering::Relaxed);
     });
     b.node("after_fan_out", Lane::FrameCritical, |cx| {
-        // Frames before added TASKS + 1 each; this one's fan-out, TASKS.
+        // Frames before added TASKS + 1 each; this one's scope tasks, TASKS.
         assert_eq!(cx.data().load(Ordering::Relaxed) % (TASKS + 1), TASKS);
         cx.data().fetch_add(1, Ordering::Relaxed);
     })
@@ -760,6 +759,8 @@ fn statistics_count_the_frames_steals() {
     let frame_slot = Some(pool.threads());
 
     let mut light = TaskGraph::<()>::builder();
+    // Alone whatever a loaded machine does to the frames' times.
+    light.share_above(Duration::MAX, Duration::MAX);
     for i in 0..4 {
         light.node(format!("light{i}"), Lane::FrameCritical, |_| {});
     }
