@@ -91,9 +91,10 @@
 //! One exception: a thread outside the pool runs tasks while it waits
 //! through the pool's one guest slot. If another outside thread holds that
 //! slot at the frame's start (two outside threads run frames or join pool
-//! work at once), the frame's nodes go to the pool's shared queue for the
-//! workers, and the frame's thread runs only its pinned nodes, sleeping
-//! otherwise until the frame ends. (It could only take the oldest shared
+//! work at once), a frame run alone still runs on the frame's thread; a
+//! shared one (or one handed over) puts its nodes in the pool's shared
+//! queue for the workers, and the frame's thread runs only its pinned
+//! nodes, sleeping otherwise until the frame ends. (It could only take the oldest shared
 //! tasks, each of which may wait in turn without bound.) With no worker
 //! thread at all it runs the shared queue too, so the frame still ends.
 //!
