@@ -94,9 +94,10 @@
 //! work at once), a frame run alone still runs on the frame's thread; a
 //! shared one (or one handed over) puts its nodes in the pool's shared
 //! queue for the workers, and the frame's thread runs only its pinned
-//! nodes, sleeping otherwise until the frame ends. (It could only take the oldest shared
-//! tasks, each of which may wait in turn without bound.) With no worker
-//! thread at all it runs the shared queue too, so the frame still ends.
+//! nodes, sleeping otherwise until the frame ends. (It could only take the
+//! oldest shared tasks, each of which may wait in turn without bound.)
+//! With no worker thread at all it runs the shared queue too, so the frame
+//! still ends.
 //!
 //! # Critical path first
 //!
