@@ -25,8 +25,9 @@ use world::World;
 #[command(version, about)]
 struct Args {
     /// Number of boids (1 to 4,000,000).
-    #[arg(long, default_value_t = 20_000, value_parser = parse_entities)]
-    entities: usize,
+    #[arg(long, default_value_t = 20_000,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_ENTITIES))]
+    entities: u64,
     /// Frames to run.
     #[arg(long, default_value_t = 600)]
     frames: u64,
@@ -55,21 +56,14 @@ struct Args {
 
 /// Most boids `--entities` takes. At this many the demo peaked at 195 MB
 /// resident (about 49 bytes a boid) and a frame took 13 s on a 2-core VM.
-const MAX_ENTITIES: usize = 4_000_000;
-
-fn parse_entities(text: &str) -> Result<usize, String> {
-    let entities: usize = text.parse().map_err(|e| format!("{e}"))?;
-    if (1..=MAX_ENTITIES).contains(&entities) {
-        Ok(entities)
-    } else {
-        Err(format!("must be from 1 to {MAX_ENTITIES}"))
-    }
-}
+const MAX_ENTITIES: u64 = 4_000_000;
 
 /// `--rate`: 0 (back to back), or a rate whose frame period a `Duration`
 /// holds and a frame loop can keep (0.1 to 10,000 frames per second).
 fn parse_rate(text: &str) -> Result<f64, String> {
-    let rate: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    let rate: f64 = text
+        .parse()
+        .map_err(|e: std::num::ParseFloatError| e.to_string())?;
     if rate == 0.0 || (0.1..=10_000.0).contains(&rate) {
         Ok(rate)
     } else {
@@ -203,7 +197,7 @@ fn main() {
     let mut next_asset = 0;
     let (mut assets_loaded, mut asset_bytes, mut asset_failures) = (0u64, 0u64, 0u64);
 
-    let world = World::new(args.entities);
+    let world = World::new(args.entities as usize);
     let mut graph: TaskGraph<World> = systems::build();
     println!("graph: {} systems", graph.len());
     let period = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
