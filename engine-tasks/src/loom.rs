@@ -12,7 +12,7 @@
 pub(crate) use loom::{
     cell::UnsafeCell,
     sync::atomic,
-    sync::{Arc, Condvar, Mutex},
+    sync::{Arc, Condvar, Mutex, MutexGuard},
     thread,
 };
 
@@ -20,7 +20,7 @@ pub(crate) use loom::{
 #[allow(unused_imports)] // `Arc` and `thread` are used by the loom models only
 pub(crate) use std::{
     sync::atomic,
-    sync::{Arc, Condvar, Mutex},
+    sync::{Arc, Condvar, Mutex, MutexGuard},
     thread,
 };
 

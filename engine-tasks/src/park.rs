@@ -6,6 +6,10 @@
 //! slot, not to an OS thread, so a waker can hold on to it while the slot is
 //! handed from one thread to another (the pool's guest slot).
 //!
+//! A parker also carries its slot's [`Placement`]: a waker that finds the
+//! owner asleep first steers it off the waker's CPU (`placement.rs`), and
+//! the owner restores its affinity when it wakes.
+//!
 //! # States
 //!
 //! `EMPTY` (no permit, nobody asleep), `PARKED` (the owner is asleep or about
@@ -13,6 +17,7 @@
 
 use crate::loom::atomic::{AtomicU32, Ordering};
 use crate::loom::{Condvar, Mutex};
+use crate::placement::Placement;
 
 const EMPTY: u32 = 0;
 const PARKED: u32 = 1;
@@ -23,6 +28,7 @@ pub(crate) struct Parker {
     state: AtomicU32,
     lock: Mutex<()>,
     cvar: Condvar,
+    placement: Placement,
 }
 
 impl Parker {
@@ -31,6 +37,7 @@ impl Parker {
             state: AtomicU32::new(EMPTY),
             lock: Mutex::new(()),
             cvar: Condvar::new(),
+            placement: Placement::new(),
         }
     }
 
@@ -69,6 +76,8 @@ impl Parker {
                 .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
+                drop(guard);
+                self.placement.restore();
                 return;
             }
             // A spurious wake-up: still PARKED, wait again.
@@ -77,6 +86,13 @@ impl Parker {
 
     /// Leaves a permit and wakes the owner if it sleeps.
     pub(crate) fn unpark(&self) {
+        // The owner sleeps, so this wake-up decides its CPU: steer it first
+        // (placement.rs), while it cannot leave `PARKED` but through a swap.
+        // Relaxed: `steer_away_from_caller` checks again under its lock.
+        let parked = || self.state.load(Ordering::Relaxed) == PARKED;
+        if parked() {
+            self.placement.steer_away_from_caller(parked);
+        }
         // Release: pairs with the Acquire in `park`.
         match self.state.swap(NOTIFIED, Ordering::Release) {
             EMPTY | NOTIFIED => {}
@@ -89,6 +105,18 @@ impl Parker {
             }
             other => unreachable!("parker in state {other} at unpark"),
         }
+    }
+
+    /// The slot's steering state (`placement.rs`).
+    pub(crate) fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Whether the owner is asleep (or about to be). For tests.
+    #[cfg(test)]
+    pub(crate) fn is_parked(&self) -> bool {
+        // Relaxed: a test's polling hint.
+        self.state.load(Ordering::Relaxed) == PARKED
     }
 }
 

@@ -38,6 +38,7 @@ use crate::deque::DequeOwner;
 use crate::idle::MAX_SLOTS;
 use crate::instrument;
 use crate::lane::Lane;
+use crate::placement::Placement;
 use crate::latch::{Latch, Waiter};
 use crate::queue::{TaskList, TaskQueue};
 use crate::registry::{Shared, Slot, SlotLane};
@@ -922,7 +923,18 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
                 }
             }
         }
+        /// Wake-ups steer the guest's thread while it holds the slot
+        /// (placement.rs), and never after.
+        struct Steered<'a>(&'a Placement);
+        impl Drop for Steered<'_> {
+            fn drop(&mut self) {
+                self.0.unregister_current_thread();
+            }
+        }
         let _release = ReleaseGuest(shared);
+        let placement = shared.sleep.parker(shared.guest_index()).placement();
+        placement.register_current_thread();
+        let _steered = Steered(placement);
         // SAFETY: `try_take_guest` made this thread the guest slot's only
         // owner until `_release` drops, after `local`.
         let local = unsafe { Local::new(shared, shared.guest_index(), false) };
@@ -1051,6 +1063,10 @@ fn abort_with(reason: &str) -> ! {
 pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
     let _abort = AbortOnUnwind("inside a worker thread's scheduler loop");
     instrument::thread_started(std::thread::current().name().unwrap_or("engine-worker"));
+    // Wake-ups of this thread are steered off their waker's CPU
+    // (placement.rs).
+    let placement = shared.sleep.parker(index).placement();
+    placement.register_current_thread();
     // SAFETY: worker `index` is spawned once, and this thread is it.
     let local = unsafe { Local::new(&shared, index, true) };
     local.enter(|| loop {
@@ -1067,6 +1083,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
     if local.searching.get() {
         shared.sleep.end_search();
     }
+    placement.unregister_current_thread();
 }
 
 /// Runs every task still queued anywhere in the pool on this thread; used by

@@ -1,0 +1,401 @@
+//! Where a woken thread runs: off the CPU of the thread that woke it.
+//!
+//! # The problem
+//!
+//! Whoever wakes a pool thread goes on running. It pushed work and keeps
+//! working: a frame's thread queues the frame's roots, then runs nodes
+//! itself. Linux chooses the woken thread's CPU at the wake-up
+//! (`select_task_rq_fair`). Its wake-affine rule prefers the waker's CPU
+//! unless it counts the wakee's previous CPU, or another CPU sharing the
+//! cache, as idle. On a KVM guest an idle vCPU is halted, and the guest
+//! kernel often does not count it. Then the wakee queues behind the waker on
+//! one CPU while the other CPU stays idle. The two threads take turns in
+//! slices of a few milliseconds until a load balance moves one of them,
+//! which can take longer than a frame.
+//!
+//! Frames run back to back never saw this: their threads are running or
+//! spinning when work arrives, so no placement decision is made. A paced
+//! game loop parks every thread between frames, so every frame starts with
+//! such a decision, and every park inside a frame ends with one. On the
+//! 2-core development VM, a paced thread that woke a parked one shared its
+//! CPU with it in about half of all frames at 60 Hz, whether or not the
+//! wakee had last run on the waker's CPU (`cargo run --release -p
+//! engine-tasks-benches --bin wake_placement`). A frame then ran on one
+//! core.
+//!
+//! # The remedy
+//!
+//! Just before it wakes a sleeping thread, the waker narrows that thread's
+//! CPU affinity to its current mask less the waker's own CPU. The kernel
+//! then has to place it elsewhere, on an idle CPU when there is one. After
+//! the wake the thread restores its mask itself, before it runs any task.
+//! Steering decides where a wake-up lands, never where the thread may run
+//! later.
+//!
+//! * **Which threads.** A slot's current owner registers its thread id: a
+//!   worker when it starts, and a thread that takes the guest slot (a frame's
+//!   thread, an outside `join`) for as long as it holds it. Other waiting
+//!   threads are not steered.
+//! * **When.** Only when the owner sleeps (the parker's `PARKED` state): a
+//!   wake-up that only leaves a permit makes no placement decision. Steering
+//!   is skipped when the waker's CPU is outside the owner's mask or is the
+//!   only CPU in it.
+//! * **Cost.** `sched_getcpu` (a vDSO or rseq read) for each wake-up of a
+//!   sleeping thread; when steering, `sched_getaffinity` and
+//!   `sched_setaffinity` by the waker and one `sched_setaffinity` by the
+//!   woken thread.
+//!
+//! # Protocol
+//!
+//! One mutex per slot guards the owner's id and the mask to restore
+//! (`saved`). All affinity changes happen under it.
+//!
+//! * Waker: lock; if the owner is registered, still `PARKED`, and nothing is
+//!   `saved`, read its mask, save it and set the narrowed one; unlock; then
+//!   wake it (the parker's `PARKED` to `NOTIFIED` swap).
+//! * Owner, after a park in which it slept, and when it leaves the slot:
+//!   lock; restore and clear `saved`; unlock.
+//!
+//! **Why the owner never runs on with a narrowed mask.** A steer happens
+//! under the lock while the owner is `PARKED`. The owner leaves `PARKED` only
+//! through a waker's swap, and then, before it returns from the park, takes
+//! the same lock. So its restore comes after every steer of that park. A
+//! second steer of the same park finds `saved` set and does nothing (it
+//! would otherwise save the narrowed mask as the one to restore). A steer
+//! that starts after the owner left `PARKED` finds it not `PARKED` and does
+//! nothing. Ids are read under the lock, so a steer names the thread that
+//! owns the slot at that moment. `loom_models` below checks this.
+//!
+//! Elsewhere than Linux every operation is a no-op; under loom, masks are
+//! modelled by a bit set.
+
+use crate::loom::Mutex;
+
+/// One slot's steering state; see the module docs.
+pub(crate) struct Placement {
+    steer: Mutex<Steer>,
+}
+
+struct Steer {
+    /// The owner's kernel thread id; [`os::NO_THREAD`] while unregistered.
+    tid: os::Tid,
+    /// The owner's mask before a waker narrowed it.
+    saved: Option<os::CpuSet>,
+    #[cfg(loom)]
+    modelled: u64,
+}
+
+impl Placement {
+    pub(crate) fn new() -> Self {
+        Placement {
+            steer: Mutex::new(Steer {
+                tid: os::NO_THREAD,
+                saved: None,
+                #[cfg(loom)]
+                modelled: os::MODEL_ALL,
+            }),
+        }
+    }
+
+    fn lock(&self) -> crate::loom::MutexGuard<'_, Steer> {
+        // A panic under this lock leaves consistent data (every write is a
+        // single assignment), so a poisoned lock is used as is.
+        self.steer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The calling thread now owns the slot; wake-ups may steer it.
+    pub(crate) fn register_current_thread(&self) {
+        self.lock().tid = os::current_tid();
+    }
+
+    /// The calling thread no longer owns the slot; gives back its mask if
+    /// a steer left it narrowed.
+    pub(crate) fn unregister_current_thread(&self) {
+        let mut steer = self.lock();
+        restore_locked(&mut steer);
+        steer.tid = os::NO_THREAD;
+    }
+
+    /// Called by a waker just before it wakes the owner, with `parked`
+    /// telling whether the owner still sleeps: moves the owner off the
+    /// caller's CPU.
+    pub(crate) fn steer_away_from_caller(&self, parked: impl Fn() -> bool) {
+        let Some(cpu) = os::current_cpu() else { return };
+        let mut steer = self.lock();
+        if steer.tid == os::NO_THREAD || steer.saved.is_some() || !parked() {
+            return;
+        }
+        let tid = steer.tid;
+        let Some(mask) = os::affinity(&mut steer, tid) else {
+            return;
+        };
+        let Some(narrowed) = os::without(&mask, cpu) else {
+            return;
+        };
+        if os::set_affinity(&mut steer, tid, &narrowed) {
+            steer.saved = Some(mask);
+        }
+    }
+
+    /// Called by the owner after a park in which it slept.
+    pub(crate) fn restore(&self) {
+        restore_locked(&mut self.lock());
+    }
+
+    /// The owner's modelled mask (loom models only).
+    #[cfg(loom)]
+    fn modelled(&self) -> u64 {
+        self.lock().modelled
+    }
+}
+
+fn restore_locked(steer: &mut Steer) {
+    if let Some(mask) = steer.saved.take() {
+        let tid = steer.tid;
+        os::set_affinity(steer, tid, &mask);
+    }
+}
+
+#[cfg(all(target_os = "linux", not(loom)))]
+mod os {
+    use super::Steer;
+    use std::cell::Cell;
+    use std::mem;
+
+    pub(super) type Tid = libc::pid_t;
+    pub(super) type CpuSet = libc::cpu_set_t;
+    pub(super) const NO_THREAD: Tid = 0;
+
+    thread_local! {
+        /// The calling thread's id, once asked (`gettid` is a system call).
+        static TID: Cell<Tid> = const { Cell::new(NO_THREAD) };
+    }
+
+    pub(super) fn current_tid() -> Tid {
+        TID.with(|tid| {
+            if tid.get() == NO_THREAD {
+                // SAFETY: `gettid` has no preconditions.
+                tid.set(unsafe { libc::gettid() });
+            }
+            tid.get()
+        })
+    }
+
+    /// The CPU the calling thread runs on, if known and within a
+    /// `cpu_set_t`.
+    pub(super) fn current_cpu() -> Option<usize> {
+        // SAFETY: `sched_getcpu` has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu)
+            .ok()
+            .filter(|&cpu| cpu < libc::CPU_SETSIZE as usize)
+    }
+
+    pub(super) fn affinity(_: &mut Steer, tid: Tid) -> Option<CpuSet> {
+        // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value.
+        let mut set: CpuSet = unsafe { mem::zeroed() };
+        // SAFETY: `set` is a writable `cpu_set_t` of the size passed; a
+        // stale `tid` only makes the call fail.
+        let read = unsafe { libc::sched_getaffinity(tid, mem::size_of_val(&set), &mut set) };
+        (read == 0).then_some(set)
+    }
+
+    pub(super) fn set_affinity(_: &mut Steer, tid: Tid, set: &CpuSet) -> bool {
+        // SAFETY: `set` is a valid `cpu_set_t` of the size passed; a stale
+        // `tid` only makes the call fail.
+        unsafe { libc::sched_setaffinity(tid, mem::size_of_val(set), set) == 0 }
+    }
+
+    /// `set` less `cpu`, if `cpu` is in it and is not its only CPU.
+    pub(super) fn without(set: &CpuSet, cpu: usize) -> Option<CpuSet> {
+        // SAFETY (this block and the two below): `current_cpu` keeps `cpu`
+        // below `CPU_SETSIZE`, the set's size in bits.
+        if !unsafe { libc::CPU_ISSET(cpu, set) } {
+            return None;
+        }
+        let mut narrowed = *set;
+        // SAFETY: as above.
+        unsafe { libc::CPU_CLR(cpu, &mut narrowed) };
+        // SAFETY: reads a valid set.
+        (unsafe { libc::CPU_COUNT(&narrowed) } > 0).then_some(narrowed)
+    }
+}
+
+#[cfg(loom)]
+mod os {
+    //! The model: one registered thread per slot, whose mask is
+    //! `Steer::modelled`; every waker runs on CPU 0 of two.
+    use super::Steer;
+
+    pub(super) type Tid = i32;
+    pub(super) type CpuSet = u64;
+    pub(super) const NO_THREAD: Tid = 0;
+    pub(super) const MODEL_ALL: u64 = 0b11;
+
+    pub(super) fn current_tid() -> Tid {
+        1
+    }
+    pub(super) fn current_cpu() -> Option<usize> {
+        Some(0)
+    }
+    pub(super) fn affinity(steer: &mut Steer, _: Tid) -> Option<CpuSet> {
+        Some(steer.modelled)
+    }
+    pub(super) fn set_affinity(steer: &mut Steer, _: Tid, set: &CpuSet) -> bool {
+        steer.modelled = *set;
+        true
+    }
+    pub(super) fn without(set: &CpuSet, cpu: usize) -> Option<CpuSet> {
+        let narrowed = set & !(1 << cpu);
+        (set & (1 << cpu) != 0 && narrowed != 0).then_some(narrowed)
+    }
+}
+
+#[cfg(not(any(target_os = "linux", loom)))]
+mod os {
+    //! No steering: threads are never registered.
+    use super::Steer;
+
+    pub(super) type Tid = i32;
+    pub(super) type CpuSet = ();
+    pub(super) const NO_THREAD: Tid = 0;
+
+    pub(super) fn current_tid() -> Tid {
+        NO_THREAD
+    }
+    pub(super) fn current_cpu() -> Option<usize> {
+        None
+    }
+    pub(super) fn affinity(_: &mut Steer, _: Tid) -> Option<CpuSet> {
+        None
+    }
+    pub(super) fn set_affinity(_: &mut Steer, _: Tid, _: &CpuSet) -> bool {
+        false
+    }
+    pub(super) fn without(_: &CpuSet, _: usize) -> Option<CpuSet> {
+        None
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(loom)))]
+mod tests {
+    use super::Placement;
+    use crate::park::Parker;
+    use std::mem;
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::Arc;
+
+    fn set_own_affinity(cpus: &[usize]) -> bool {
+        // SAFETY: the empty set.
+        let mut set: libc::cpu_set_t = unsafe { mem::zeroed() };
+        for &cpu in cpus {
+            assert!(cpu < libc::CPU_SETSIZE as usize);
+            // SAFETY: `cpu` is below the set's size, checked above.
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+        }
+        // SAFETY: a valid set of the size passed, for the calling thread.
+        unsafe { libc::sched_setaffinity(0, mem::size_of_val(&set), &set) == 0 }
+    }
+
+    fn own_affinity() -> Vec<usize> {
+        // SAFETY: the empty set.
+        let mut set: libc::cpu_set_t = unsafe { mem::zeroed() };
+        // SAFETY: a writable set of the size passed.
+        unsafe { libc::sched_getaffinity(0, mem::size_of_val(&set), &mut set) };
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `c` is below the set's size.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    }
+
+    /// A registered thread woken by a thread on CPU `c` starts on another
+    /// CPU, and has its whole mask back when `park` returns. Deterministic:
+    /// the kernel must honour the narrowed mask at the wake-up.
+    #[test]
+    fn a_woken_thread_starts_off_the_wakers_cpu_and_gets_its_mask_back() {
+        let cpus = own_affinity();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs two CPUs in the test's affinity mask");
+            return;
+        }
+        let parker = Arc::new(Parker::new());
+        let woke_on = Arc::new(AtomicI32::new(-1));
+        let (p, w) = (parker.clone(), woke_on.clone());
+        let base = cpus.clone();
+        let sleeper = std::thread::spawn(move || {
+            p.placement().register_current_thread();
+            let mut masks = Vec::new();
+            for _ in 0..20 {
+                p.park();
+                // SAFETY: no preconditions.
+                w.store(unsafe { libc::sched_getcpu() }, Ordering::SeqCst);
+                masks.push(own_affinity());
+            }
+            p.placement().unregister_current_thread();
+            assert!(masks.iter().all(|m| *m == base), "a mask was not restored");
+        });
+        let waker_cpu = cpus[0];
+        assert!(set_own_affinity(&[waker_cpu]));
+        for _ in 0..20 {
+            while !parker.is_parked() {
+                std::thread::yield_now();
+            }
+            woke_on.store(-1, Ordering::SeqCst);
+            parker.unpark();
+            while woke_on.load(Ordering::SeqCst) == -1 {
+                std::thread::yield_now();
+            }
+            assert_ne!(woke_on.load(Ordering::SeqCst), waker_cpu as i32);
+        }
+        sleeper.join().unwrap();
+    }
+
+    /// A thread that never registered keeps its affinity whoever wakes it.
+    #[test]
+    fn an_unregistered_thread_is_never_steered() {
+        let before = own_affinity();
+        let placement = Placement::new();
+        placement.steer_away_from_caller(|| true);
+        placement.restore();
+        assert_eq!(own_affinity(), before);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use crate::loom::atomic::{AtomicBool, Ordering};
+    use crate::loom::{thread, Arc};
+    use crate::park::Parker;
+
+    /// Two wakers race each other and the owner's park: the owner has its
+    /// whole mask whenever `park` returns, and no steer lands after it left
+    /// its last park.
+    #[test]
+    fn the_owner_never_runs_on_with_a_narrowed_mask() {
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            parker.placement().register_current_thread();
+            let wakers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (parker, flag) = (parker.clone(), flag.clone());
+                    thread::spawn(move || {
+                        // Relaxed: the parker's Release/Acquire pair
+                        // publishes it.
+                        flag.store(true, Ordering::Relaxed);
+                        parker.unpark();
+                    })
+                })
+                .collect();
+            // Relaxed: as above.
+            while !flag.load(Ordering::Relaxed) {
+                parker.park();
+                assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
+            }
+            for waker in wakers {
+                waker.join().unwrap();
+            }
+            assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
+        });
+    }
+}
