@@ -346,3 +346,255 @@ pub fn medians_from_children(
         .collect();
     Some((repeats, medians))
 }
+
+/// How a frame benchmark spaces its frames. A game loop is paced: one frame,
+/// then a sleep until the next tick (vsync or a frame limiter), so every
+/// thread of a pool that does not spin parks between frames and each frame
+/// starts with wake-ups. Back to back, threads are still awake when the
+/// next frame starts.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Pacing {
+    /// The next frame starts as soon as the last one returned.
+    BackToBack,
+    /// One frame per tick of this many hertz.
+    Hz(f64),
+}
+
+impl Pacing {
+    /// What every frame benchmark runs: back to back, and paced at 30, 60
+    /// and 240 Hz.
+    pub const ALL: [Pacing; 4] = [
+        Pacing::BackToBack,
+        Pacing::Hz(30.0),
+        Pacing::Hz(60.0),
+        Pacing::Hz(240.0),
+    ];
+
+    /// `back-to-back`, or for example `60Hz`.
+    pub fn label(self) -> String {
+        match self {
+            Pacing::BackToBack => "back-to-back".to_string(),
+            Pacing::Hz(hz) => format!("{hz}Hz"),
+        }
+    }
+
+    /// Parses a rate in hertz, `0` meaning back to back.
+    pub fn from_hz(hz: f64) -> Pacing {
+        if hz > 0.0 {
+            Pacing::Hz(hz)
+        } else {
+            Pacing::BackToBack
+        }
+    }
+
+    /// How many frames take about `seconds` at this rate, with at least
+    /// `min` (back to back: `min`).
+    pub fn frames_in(self, seconds: f64, min: usize) -> usize {
+        match self {
+            Pacing::BackToBack => min,
+            Pacing::Hz(hz) => ((seconds * hz) as usize).max(min),
+        }
+    }
+}
+
+/// Sleeps until the next tick of a [`Pacing`]. A frame that overran its
+/// tick is followed at once, and the ticks restart from there (no burst of
+/// frames to catch up).
+pub struct Pacer {
+    period: Option<std::time::Duration>,
+    next: std::time::Instant,
+}
+
+impl Pacer {
+    /// Ticks start now.
+    pub fn new(pacing: Pacing) -> Self {
+        Pacer {
+            period: match pacing {
+                Pacing::BackToBack => None,
+                Pacing::Hz(hz) => Some(std::time::Duration::from_secs_f64(1.0 / hz)),
+            },
+            next: std::time::Instant::now(),
+        }
+    }
+
+    /// Sleeps until the next tick (back to back: returns at once).
+    pub fn wait(&mut self) {
+        let Some(period) = self.period else { return };
+        let now = std::time::Instant::now();
+        self.next = (self.next + period).max(now);
+        std::thread::sleep(self.next - now);
+    }
+}
+
+/// The least time a frame of `deps` can take on `threads` threads when
+/// every node takes `node_time`: max(critical path, total work / threads).
+pub fn frame_bound(deps: &[Vec<usize>], node_time: f64, threads: usize) -> f64 {
+    // Nodes only depend on earlier ones (see `layered_dag`).
+    let mut depth = vec![0usize; deps.len()];
+    for (i, d) in deps.iter().enumerate() {
+        depth[i] = 1 + d.iter().map(|&d| depth[d]).max().unwrap_or(0);
+    }
+    let critical = depth.iter().copied().max().unwrap_or(0) as f64 * node_time;
+    critical.max(deps.len() as f64 * node_time / threads as f64)
+}
+
+/// Each node's successors, from each node's dependencies.
+fn successors_of(deps: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut successors = vec![Vec::new(); deps.len()];
+    for (i, d) in deps.iter().enumerate() {
+        for &d in d {
+            successors[d].push(i);
+        }
+    }
+    successors
+}
+
+/// The DAG runner a rayon user would write: a scope, one spawn per ready
+/// node, atomic in-degree counters.
+pub struct RayonDag {
+    successors: Vec<Vec<usize>>,
+    in_degree: Vec<usize>,
+    pending: Vec<AtomicUsize>,
+    work: Vec<Work>,
+}
+
+impl RayonDag {
+    /// A runner of `deps` whose node `i` runs `work[i]`.
+    pub fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
+        RayonDag {
+            successors: successors_of(deps),
+            in_degree: deps.iter().map(Vec::len).collect(),
+            pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
+            work: work.to_vec(),
+        }
+    }
+
+    /// Runs one frame on `pool`.
+    pub fn run(&self, pool: &rayon::ThreadPool) {
+        for (p, &d) in self.pending.iter().zip(&self.in_degree) {
+            // Relaxed: the scope's spawns publish it.
+            p.store(d, Ordering::Relaxed);
+        }
+        pool.scope(|s| {
+            for i in (0..self.in_degree.len()).filter(|&i| self.in_degree[i] == 0) {
+                s.spawn(move |s| self.node(s, i));
+            }
+        });
+    }
+
+    fn node<'s>(&'s self, s: &rayon::Scope<'s>, i: usize) {
+        self.work[i].run();
+        for &j in &self.successors[i] {
+            // AcqRel: the last release sees every dependency's effects.
+            if self.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                s.spawn(move |s| self.node(s, j));
+            }
+        }
+    }
+}
+
+/// The same DAG runner on [`GlobalQueuePool`]: atomic in-degree counters,
+/// each ready node queued in the one global queue, the main thread blocked
+/// on a [`CountDown`] of the sinks.
+pub struct GlobalQueueDag {
+    shared: Arc<DagShared>,
+}
+
+struct DagShared {
+    successors: Vec<Vec<usize>>,
+    in_degree: Vec<usize>,
+    pending: Vec<AtomicUsize>,
+    work: Vec<Work>,
+    sinks: usize,
+    done: Mutex<Option<CountDown>>,
+}
+
+impl GlobalQueueDag {
+    /// A runner of `deps` whose node `i` runs `work[i]`.
+    pub fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
+        let successors = successors_of(deps);
+        let sinks = successors.iter().filter(|s| s.is_empty()).count();
+        GlobalQueueDag {
+            shared: Arc::new(DagShared {
+                successors,
+                in_degree: deps.iter().map(Vec::len).collect(),
+                pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
+                work: work.to_vec(),
+                sinks,
+                done: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Runs one frame on `pool` and waits for it.
+    pub fn run(&self, pool: &GlobalQueuePool) {
+        let shared = &self.shared;
+        for (p, &d) in shared.pending.iter().zip(&shared.in_degree) {
+            // Relaxed: the queue's mutex publishes it.
+            p.store(d, Ordering::Relaxed);
+        }
+        let done = CountDown::new(shared.sinks);
+        *shared.done.lock().unwrap() = Some(done.clone());
+        let handle = pool.handle();
+        for i in (0..shared.in_degree.len()).filter(|&i| shared.in_degree[i] == 0) {
+            let (shared, h) = (shared.clone(), handle.clone());
+            handle.spawn(move || DagShared::node(&shared, &h, i));
+        }
+        done.wait();
+    }
+}
+
+impl DagShared {
+    fn node(shared: &Arc<DagShared>, handle: &GlobalQueueHandle, i: usize) {
+        shared.work[i].run();
+        if shared.successors[i].is_empty() {
+            if let Some(done) = shared.done.lock().unwrap().as_ref() {
+                done.done();
+            }
+            return;
+        }
+        for &j in &shared.successors[i] {
+            // AcqRel: the last release sees every dependency's effects.
+            if shared.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                let (s, h) = (shared.clone(), handle.clone());
+                handle.spawn(move || DagShared::node(&s, &h, j));
+            }
+        }
+    }
+}
+
+/// A system set per node, for ordering bevy systems by the DAG's edges.
+#[derive(bevy_ecs::schedule::SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeSet(pub usize);
+
+/// The DAG as a bevy_ecs `Schedule` of 256 systems in 256 sets, ordered by
+/// the same edges, on `executor`; run once, so that its build is not timed.
+pub fn bevy_schedule(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    executor: impl bevy_ecs::schedule::SystemExecutor + 'static,
+) -> (bevy_ecs::world::World, bevy_ecs::schedule::Schedule) {
+    use bevy_ecs::schedule::IntoScheduleConfigs;
+    let mut schedule = bevy_ecs::schedule::Schedule::default();
+    schedule.set_executor(executor);
+    for (i, d) in deps.iter().enumerate() {
+        let w = work[i];
+        schedule.add_systems((move || w.run()).in_set(NodeSet(i)));
+        for &d in d {
+            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
+        }
+    }
+    let mut world = bevy_ecs::world::World::new();
+    schedule.run(&mut world);
+    (world, schedule)
+}
+
+/// Starts bevy's compute task pool with `threads` threads (once per
+/// process).
+pub fn init_bevy_pool(threads: usize) {
+    bevy_tasks::ComputeTaskPool::get_or_init(|| {
+        bevy_tasks::TaskPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+    });
+}

@@ -1,0 +1,132 @@
+//! Frames as a game loop runs them: the graph benchmark's DAG (256 nodes,
+//! 16 layers of 16) back to back and paced at 30, 60 and 240 Hz, every peer
+//! in the same run with the same thread budget (`threads()`).
+//!
+//! Per work size, per pacing, per runner: warm-up frames, then frames at
+//! that pacing (a sleep until the next tick after each, see `Pacer`),
+//! timing each frame alone. It prints the median frame and its ratio to the
+//! bound max(critical path, work / threads), where a node's time is the
+//! sequential loop's median frame over 256, measured in the same run at the
+//! same pacing. The runners take turns in one order per pacing, and each
+//! pacing starts from a pool that parked (a sleep of a few ticks).
+//!
+//! Runners: `sequential` (the work in a plain loop), `engine-tasks` (the
+//! default pool size: one worker fewer than the machine's parallelism, plus
+//! the frame's thread) timed and untimed, bevy_ecs's multi-threaded
+//! executor, a rayon scope with atomic in-degree counters, and the same
+//! runner on a global-queue pool (one mutex, one condition variable).
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin paced_frames
+//! -- [nanoseconds of work per node, default: 0 1000 20000]`
+
+use bevy_ecs::schedule::MultiThreadedExecutor;
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{
+    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median, threads,
+    GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+};
+use std::time::{Duration, Instant};
+
+/// Frames per runner and pacing: about this many seconds of ticks.
+const SECONDS: f64 = 1.5;
+/// At least this many frames (and this many back to back).
+const MIN_FRAMES: usize = 60;
+const WARM_UP: usize = 20;
+
+const RUNNERS: [&str; 6] = [
+    "sequential",
+    "engine-tasks",
+    "engine-tasks-untimed",
+    "bevy-multi-threaded",
+    "rayon-scope",
+    "global-queue",
+];
+
+/// Runs `frame` at `pacing`: returns the median frame time in seconds.
+fn frames(pacing: Pacing, mut frame: impl FnMut()) -> f64 {
+    let mut pacer = Pacer::new(pacing);
+    for _ in 0..WARM_UP {
+        frame();
+        pacer.wait();
+    }
+    let times = (0..pacing.frames_in(SECONDS, MIN_FRAMES))
+        .map(|_| {
+            let start = Instant::now();
+            frame();
+            let time = start.elapsed().as_secs_f64();
+            pacer.wait();
+            time
+        })
+        .collect();
+    median(times)
+}
+
+fn main() {
+    let sizes: Vec<u64> = {
+        let args: Vec<u64> = std::env::args()
+            .skip(1)
+            .map(|a| a.parse().expect("nanoseconds per node"))
+            .collect();
+        if args.is_empty() {
+            vec![0, 1_000, 20_000]
+        } else {
+            args
+        }
+    };
+    let deps = benchmark_dag();
+    let n = deps.len();
+    let threads = threads();
+    init_bevy_pool(threads);
+    let pool = Pool::builder().threads(threads - 1).build().unwrap();
+    let rayon = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    let global = GlobalQueuePool::new(threads);
+    println!("{n}-node DAG, {threads} threads per runner; median frame, and frame / bound");
+    println!("(bound: max(critical path, work / {threads}), node time from `sequential`)\n");
+    for nanos in sizes {
+        let works = vec![Work::nanos(nanos); n];
+        let mut timed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+        let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, false);
+        let (mut world, mut schedule) = bevy_schedule(&deps, &works, MultiThreadedExecutor::new());
+        let rayon_dag = RayonDag::new(&deps, &works);
+        let global_dag = GlobalQueueDag::new(&deps, &works);
+        println!("### {nanos} ns per node\n");
+        println!(
+            "| runner | {} |",
+            Pacing::ALL.map(|p| p.label()).join(" | ")
+        );
+        println!("|---|{}", "---|".repeat(Pacing::ALL.len()));
+        let mut table = vec![Vec::new(); RUNNERS.len()];
+        for pacing in Pacing::ALL {
+            // Let every pool park before the first paced frame.
+            std::thread::sleep(Duration::from_millis(50));
+            let mut medians = Vec::new();
+            for runner in RUNNERS {
+                let time = match runner {
+                    "sequential" => frames(pacing, || works.iter().for_each(|w| w.run())),
+                    "engine-tasks" => frames(pacing, || {
+                        timed.run(&pool, &()).unwrap();
+                    }),
+                    "engine-tasks-untimed" => frames(pacing, || {
+                        untimed.run(&pool, &()).unwrap();
+                    }),
+                    "bevy-multi-threaded" => frames(pacing, || schedule.run(&mut world)),
+                    "rayon-scope" => frames(pacing, || rayon_dag.run(&rayon)),
+                    "global-queue" => frames(pacing, || global_dag.run(&global)),
+                    other => unreachable!("{other}"),
+                };
+                medians.push(time);
+            }
+            let bound = frame_bound(&deps, medians[0] / n as f64, threads);
+            for (row, time) in table.iter_mut().zip(medians) {
+                row.push(format!("{:.1} µs ({:.2}x)", time * 1e6, time / bound));
+            }
+        }
+        for (runner, row) in RUNNERS.iter().zip(table) {
+            println!("| {runner} | {} |", row.join(" | "));
+        }
+        println!();
+    }
+}
