@@ -6,107 +6,47 @@
 //!    0 ns, 1 µs or 20 µs of calibrated busy work per node. Peers: bevy_ecs
 //!    `Schedule` with its multi-threaded and single-threaded executors (256
 //!    systems in 256 system sets, ordered by the same edges), a rayon-scope
-//!    runner with atomic in-degree counters, and a plain sequential loop.
+//!    runner with atomic in-degree counters, the same runner on a
+//!    global-queue pool, and a plain sequential loop.
 //!    `two-halves-no-deps` runs the same work without its edges, in two
 //!    halves on two threads: what the machine gives two threads for it,
 //!    to set beside the nominal bound of half the sequential time.
 //!    `engine-tasks-untimed` is the same graph built with
 //!    `measure_nodes(false)`: no clock reads per node.
-//! 2. `skewed`: critical path first against FIFO on a graph whose long chain
+//! 2. `dag256-paced/<work>/<rate>`: the same DAG paced as a game loop runs
+//!    it, at 30, 60 and 240 Hz: each frame is timed alone, then the runner
+//!    sleeps until the next tick, so every pool's threads park between
+//!    frames. Peers: bevy_ecs's multi-threaded executor, the rayon scope,
+//!    the same runner on a global-queue pool (`global-queue`), and the
+//!    sequential loop. `paced_frames` prints the same cases as ratios to
+//!    the bound.
+//! 3. `skewed`: critical path first against FIFO on a graph whose long chain
 //!    (8 nodes of 50 µs) is declared after 64 independent nodes of 10 µs.
 //!    With two threads the lower bound is max(400 µs, 1040 µs / 2) = 520 µs
 //!    nominally; `chain-only` and `all-work-sequential` measure both terms
 //!    in the same run.
 
-use bevy_ecs::prelude::*;
-use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor, SystemExecutor};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_of, threads, Work};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
-
-/// The DAG runner a rayon user would write: a scope, one spawn per ready
-/// node, atomic in-degree counters.
-struct RayonDag {
-    successors: Vec<Vec<usize>>,
-    in_degree: Vec<usize>,
-    pending: Vec<AtomicUsize>,
-    work: Vec<Work>,
-}
-
-impl RayonDag {
-    fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
-        let mut successors = vec![Vec::new(); deps.len()];
-        for (i, d) in deps.iter().enumerate() {
-            for &d in d {
-                successors[d].push(i);
-            }
-        }
-        RayonDag {
-            successors,
-            in_degree: deps.iter().map(Vec::len).collect(),
-            pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
-            work: work.to_vec(),
-        }
-    }
-
-    fn run(&self, pool: &rayon::ThreadPool) {
-        for (p, &d) in self.pending.iter().zip(&self.in_degree) {
-            p.store(d, Ordering::Relaxed);
-        }
-        pool.scope(|s| {
-            for i in (0..self.in_degree.len()).filter(|&i| self.in_degree[i] == 0) {
-                s.spawn(move |s| self.node(s, i));
-            }
-        });
-    }
-
-    fn node<'s>(&'s self, s: &rayon::Scope<'s>, i: usize) {
-        self.work[i].run();
-        for &j in &self.successors[i] {
-            if self.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
-                s.spawn(move |s| self.node(s, j));
-            }
-        }
-    }
-}
-
-#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
-struct NodeSet(usize);
-
-fn bevy_schedule(
-    deps: &[Vec<usize>],
-    work: &[Work],
-    executor: impl SystemExecutor + 'static,
-) -> (World, Schedule) {
-    let mut schedule = Schedule::default();
-    schedule.set_executor(executor);
-    for (i, d) in deps.iter().enumerate() {
-        let w = work[i];
-        schedule.add_systems((move || w.run()).in_set(NodeSet(i)));
-        for &d in d {
-            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
-        }
-    }
-    let mut world = World::new();
-    schedule.run(&mut world);
-    (world, schedule)
-}
+use engine_tasks_benches::{
+    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, threads, GlobalQueueDag,
+    GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+};
+use std::time::{Duration, Instant};
 
 fn dag256(c: &mut Criterion) {
     let deps = benchmark_dag();
     let n = deps.len();
-    bevy_tasks::ComputeTaskPool::get_or_init(|| {
-        bevy_tasks::TaskPoolBuilder::new()
-            .num_threads(threads())
-            .build()
-    });
+    init_bevy_pool(threads());
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let rayon = rayon::ThreadPoolBuilder::new()
         .num_threads(threads())
         .build()
         .unwrap();
+    let global = GlobalQueuePool::new(threads());
 
     for nanos in [0u64, 1_000, 20_000] {
         let work = vec![Work::nanos(nanos); n];
@@ -143,6 +83,9 @@ fn dag256(c: &mut Criterion) {
 
         let dag = RayonDag::new(&deps, &work);
         group.bench_function("rayon-scope", |b| b.iter(|| dag.run(&rayon)));
+
+        let global_dag = GlobalQueueDag::new(&deps, &work);
+        group.bench_function("global-queue", |b| b.iter(|| global_dag.run(&global)));
 
         group.bench_function("sequential", |b| {
             b.iter(|| {
@@ -207,5 +150,73 @@ fn skewed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dag256, skewed);
+/// Times `frame` alone, `iters` times, each after a sleep until the next
+/// tick of `pacing`.
+fn paced_iters(pacing: Pacing, iters: u64, mut frame: impl FnMut()) -> Duration {
+    let mut pacer = Pacer::new(pacing);
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        pacer.wait();
+        let start = Instant::now();
+        frame();
+        total += start.elapsed();
+    }
+    total
+}
+
+fn dag256_paced(c: &mut Criterion) {
+    let deps = benchmark_dag();
+    let n = deps.len();
+    init_bevy_pool(threads());
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    let rayon = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .unwrap();
+    let global = GlobalQueuePool::new(threads());
+    for nanos in [0u64, 1_000, 20_000] {
+        let work = vec![Work::nanos(nanos); n];
+        let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
+        let (mut world, mut schedule) = bevy_schedule(&deps, &work, MultiThreadedExecutor::new());
+        let rayon_dag = RayonDag::new(&deps, &work);
+        let global_dag = GlobalQueueDag::new(&deps, &work);
+        // Criterion plans iterations by the time it is told (the frames),
+        // not the ticks slept between them: aim at about 100 frames per
+        // runner, the frame being about half the sequential work.
+        let frame_estimate = Duration::from_nanos((nanos * n as u64 / 2).max(5_000));
+        for pacing in &Pacing::ALL[1..] {
+            let mut group = c.benchmark_group(format!("dag256-paced/{nanos}ns/{}", pacing.label()));
+            group.throughput(Throughput::Elements(n as u64));
+            group.sampling_mode(SamplingMode::Flat);
+            group.sample_size(10);
+            group.warm_up_time(frame_estimate * 20);
+            group.measurement_time(frame_estimate * 100);
+            let pacing = *pacing;
+            group.bench_function("engine-tasks", |b| {
+                b.iter_custom(|iters| {
+                    paced_iters(pacing, iters, || {
+                        graph.run(&pool, &()).unwrap();
+                    })
+                })
+            });
+            group.bench_function("bevy-multi-threaded", |b| {
+                b.iter_custom(|iters| paced_iters(pacing, iters, || schedule.run(&mut world)))
+            });
+            group.bench_function("rayon-scope", |b| {
+                b.iter_custom(|iters| paced_iters(pacing, iters, || rayon_dag.run(&rayon)))
+            });
+            group.bench_function("global-queue", |b| {
+                b.iter_custom(|iters| paced_iters(pacing, iters, || global_dag.run(&global)))
+            });
+            group.bench_function("sequential", |b| {
+                b.iter_custom(|iters| {
+                    paced_iters(pacing, iters, || work.iter().for_each(|w| w.run()))
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, dag256, dag256_paced, skewed);
 criterion_main!(benches);
