@@ -1,12 +1,13 @@
-//! CPU time of a 60 Hz loop of light frames: does the scheduler keep cores
-//! spinning between frames?
+//! CPU time of a loop of light frames: does the scheduler keep cores
+//! spinning between frames, and what does a frame cost in CPU?
 //!
-//! Each peer runs in its own child process: 120 frames at 60 Hz (two
-//! seconds) of the 256-node DAG of `benches/graph.rs` with 1 µs of work per
-//! node, sleeping until the next frame's deadline in between, after 30
+//! Each peer runs in its own child process, once per pacing: about two
+//! seconds of frames at 30, 60 and 240 Hz (sleeping until the next tick in
+//! between), and 120 frames back to back, of the 256-node DAG of
+//! `benches/graph.rs` with 1 µs of work per node (or as given), after 30
 //! frames of warm-up that start every thread. The child reports the CPU
-//! time of all its threads per second of wall time, in all and in the gaps
-//! between frames alone. The sequential loop is the baseline: the work
+//! time of all its threads per frame, and per second of wall time in all
+//! and in the gaps between frames alone. The sequential loop is the baseline: the work
 //! itself, with no scheduler; `two-threads-condvar` is the least a second
 //! thread costs without spinning; `engine-tasks-queued` is the graph with
 //! `plan_frames(false)`.
@@ -24,14 +25,16 @@
 //! window of its own two clock reads, so every runner pays the same
 //! measuring cost (two reads) inside the gap, whatever its thread count.
 //!
-//! Usage: `cargo run --release -p engine-tasks-benches --bin frame_cpu`
-//! (add a count, e.g. `-- 5`, to repeat each measurement; the median is
-//! reported).
+//! Usage: `cargo run --release -p engine-tasks-benches --bin frame_cpu --
+//! [repeats, default 3] [nanoseconds of work per node, default 1000]`; each
+//! figure is the median of the repeats.
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_builder_of, medians_from_children, threads, Work};
+use engine_tasks_benches::{
+    benchmark_dag, graph_builder_of, medians_from_children, threads, Pacer, Pacing, Work,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,26 +46,23 @@ const PEERS: [&str; 6] = [
     "rayon-scope",
     "bevy-multi-threaded",
 ];
-const FRAMES: u32 = 120;
+/// Seconds of frames per paced measurement, and frames back to back.
+const SECONDS: f64 = 2.0;
+const FRAMES: usize = 120;
 const WARM_UP: u32 = 30;
-const RATE: f64 = 60.0;
 
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 struct NodeSet(usize);
 
-/// Runs `frame` at 60 Hz; returns the CPU milliseconds per wall second of
-/// all the process's threads, in all, in the gaps between frames only
-/// (from the end of one frame's call to the start of the next), and the
-/// part of that used by threads other than the frame's.
-fn paced(mut frame: impl FnMut()) -> (f64, f64, f64) {
-    let period = Duration::from_secs_f64(1.0 / RATE);
-    let mut next = Instant::now();
-    let mut sleep_until_next = || {
-        next += period;
-        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-    };
+/// Runs `frame` at `pacing`; returns the CPU microseconds per frame of all
+/// the process's threads, and the CPU milliseconds per wall second in all,
+/// in the gaps between frames only (from the end of one frame's call to the
+/// start of the next), and the part of that used by threads other than the
+/// frame's.
+fn paced(pacing: Pacing, mut frame: impl FnMut()) -> [f64; 4] {
+    let mut pacer = Pacer::new(pacing);
+    let mut sleep_until_next = || pacer.wait();
+    let frames = pacing.frames_in(SECONDS, FRAMES);
     for _ in 0..WARM_UP {
         frame();
         sleep_until_next();
@@ -75,7 +75,7 @@ fn paced(mut frame: impl FnMut()) -> (f64, f64, f64) {
     let wall = Instant::now();
     let before = own_cpu() + others_cpu();
     let (mut own_gaps, mut others_gaps) = (0, 0);
-    for _ in 0..FRAMES {
+    for _ in 0..frames {
         frame();
         let others_start = others_cpu();
         let own_start = own_cpu();
@@ -92,11 +92,12 @@ fn paced(mut frame: impl FnMut()) -> (f64, f64, f64) {
     );
     let per_second = |nanos: u64| nanos as f64 / 1e6 / seconds;
     let all = own_cpu() + others_cpu() - before;
-    (
+    [
+        all as f64 / 1e3 / frames as f64,
         per_second(all),
         per_second(own_gaps + others_gaps),
         per_second(others_gaps),
-    )
+    ]
 }
 
 /// The ids of the process's threads, sorted.
@@ -132,21 +133,38 @@ fn thread_cpu_nanos_of(tid: libc::pid_t) -> u64 {
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 
-fn measure(peer: &str) -> (f64, f64, f64) {
+/// Runs a child's case: `peer@hz@nanos` (`hz` 0 for back to back).
+fn measure(case: &str) -> [f64; 4] {
+    let mut parts = case.split('@');
+    let peer = parts.next().expect("a peer");
+    let pacing = Pacing::from_hz(parts.next().and_then(|p| p.parse().ok()).expect("a rate"));
+    let nanos: u64 = parts
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a work size");
     let deps = benchmark_dag();
-    let work = Work::nanos(1_000);
+    let work = Work::nanos(nanos);
+    let paced = |frame: &mut dyn FnMut()| paced(pacing, frame);
     match peer {
-        "sequential" => paced(|| deps.iter().for_each(|_| work.run())),
-        "two-threads-condvar" => two_threads_condvar(deps.len(), work),
+        "sequential" => paced(&mut || deps.iter().for_each(|_| work.run())),
+        "two-threads-condvar" => two_threads_condvar(deps.len(), work, pacing),
         "engine-tasks" | "engine-tasks-queued" => {
             let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+            // Threads start lazily, and frames too light to share may not
+            // start them in the warm-up: start them now, so that none starts
+            // while CPU clocks are read.
+            pool.scope(|s| {
+                for _ in 0..4 * threads() {
+                    s.spawn(|_| std::thread::sleep(Duration::from_millis(1)));
+                }
+            });
             let works = vec![work; deps.len()];
             // Queued: shared frames count releases and queue ready nodes
             // instead of walking a plan.
             let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
             builder.plan_frames(peer == "engine-tasks");
             let mut graph = builder.build().expect("a valid DAG");
-            paced(|| {
+            paced(&mut || {
                 graph.run(&pool, &()).unwrap();
             })
         }
@@ -176,7 +194,7 @@ fn measure(peer: &str) -> (f64, f64, f64) {
                     }
                 }
             }
-            paced(|| {
+            paced(&mut || {
                 for (p, d) in pending.iter().zip(&deps) {
                     p.store(d.len(), Ordering::Relaxed);
                 }
@@ -203,7 +221,7 @@ fn measure(peer: &str) -> (f64, f64, f64) {
                 }
             }
             let mut world = World::new();
-            paced(|| schedule.run(&mut world))
+            paced(&mut || schedule.run(&mut world))
         }
         other => panic!("unknown peer {other}"),
     }
@@ -213,7 +231,7 @@ fn measure(peer: &str) -> (f64, f64, f64) {
 /// helper sleeping on a condition variable is woken for half the nodes
 /// (no dependencies, no queue) while this thread runs the other half, then
 /// this thread waits for it, and it goes back to sleep.
-fn two_threads_condvar(nodes: usize, work: Work) -> (f64, f64, f64) {
+fn two_threads_condvar(nodes: usize, work: Work, pacing: Pacing) -> [f64; 4] {
     use std::sync::{Arc, Condvar, Mutex};
     // (frames started, frames the helper finished), and a stop flag.
     let state = Arc::new((
@@ -243,7 +261,7 @@ fn two_threads_condvar(nodes: usize, work: Work) -> (f64, f64, f64) {
         })
     };
     let (lock, start, done) = &*state;
-    let result = paced(|| {
+    let result = paced(pacing, || {
         let frame = {
             let mut s = lock.lock().unwrap();
             s.0 += 1;
@@ -263,25 +281,43 @@ fn two_threads_condvar(nodes: usize, work: Work) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let Some((repeats, medians)) = medians_from_children(&PEERS, |peer| {
-        let (all, between, others_between) = measure(peer);
-        vec![all, between, others_between]
-    }) else {
+    // A child (`--child CASE`) finds its work size in its case.
+    let args: Vec<String> = std::env::args().collect();
+    let nanos: u64 = match args.get(1).map(String::as_str) {
+        Some("--child") => 0,
+        _ => args
+            .get(2)
+            .map_or(1_000, |a| a.parse().expect("nanoseconds per node")),
+    };
+    let cases: Vec<String> = Pacing::ALL
+        .iter()
+        .flat_map(|pacing| {
+            let hz = match pacing {
+                Pacing::BackToBack => 0.0,
+                Pacing::Hz(hz) => *hz,
+            };
+            PEERS.iter().map(move |peer| format!("{peer}@{hz}@{nanos}"))
+        })
+        .collect();
+    let case_names: Vec<&str> = cases.iter().map(String::as_str).collect();
+    let Some((repeats, medians)) =
+        medians_from_children(&case_names, |case| measure(case).to_vec())
+    else {
         return;
     };
-    println!("CPU time of a 60 Hz loop of light frames (256 nodes x 1 us)");
-    println!(
-        "({} threads per pool, median of {repeats} runs)\n",
-        threads()
-    );
-    println!(
-        "| runner | CPU, all (ms per second) | CPU between frames (ms per second) | of it, other threads than the frame's |"
-    );
-    println!("|---|---|---|---|");
-    for (peer, median) in PEERS.iter().zip(medians) {
+    println!("CPU time of a loop of light frames (256 nodes x {nanos} ns)");
+    println!("({} threads per pool, median of {repeats} runs)", threads());
+    for (pacing, medians) in Pacing::ALL.iter().zip(medians.chunks(PEERS.len())) {
+        println!("\n{}\n", pacing.label());
         println!(
-            "| {peer} | {:.1} | {:.2} | {:.3} |",
-            median[0], median[1], median[2]
+            "| runner | CPU per frame (µs) | CPU, all (ms per second) | CPU between frames (ms per second) | of it, other threads than the frame's |"
         );
+        println!("|---|---|---|---|---|");
+        for (peer, median) in PEERS.iter().zip(medians) {
+            println!(
+                "| {peer} | {:.1} | {:.1} | {:.2} | {:.3} |",
+                median[0], median[1], median[2], median[3]
+            );
+        }
     }
 }

@@ -17,19 +17,32 @@
 //!
 //! The graphs take turns at going first in a round.
 //!
+//! Paced (`rate` 30, 60 or 240), every runner of a round waits for the next
+//! tick before it starts, as a game loop does, so every thread has parked
+//! when each frame begins. Then `halves` is no longer what the machine
+//! gives two threads: its helper is a plain thread, whose wake-up the
+//! kernel of the development VM placed on the waiting thread's CPU (where
+//! the two took turns) in most rounds, so it measured about 2.0 times half
+//! the sequential time. The pool's own threads are steered off their
+//! waker's CPU (`engine-tasks/src/placement.rs`); this helper shows what
+//! happens without that. Back to back (`rate` 0), runners follow each
+//! other at once.
+//!
 //! Per round it takes the ratios of each graph frame to half the
 //! sequential time (the bound: the DAG's critical path, 16 nodes,
 //! is far shorter) and to the halves, and prints their medians and
-//! quartiles. Frames are not back to back here: between two frames of a
-//! graph the other runners work for a few frame times, so its worker has
-//! parked and is woken, as in a paced game loop.
+//! quartiles. Back to back, between two frames of a graph the other
+//! runners work for a few frame times, long enough for its worker to stop
+//! waiting for the next frame.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_ratio --
-//! [nanoseconds of work per node, default 20000] [rounds, default 301]`
+//! [nanoseconds of work per node, default 20000] [rounds, default 301 back
+//! to back and 61 paced] [rate in Hz, 0 for back to back; default: 0, 30, 60
+//! and 240 in turn]`
 
 use engine_tasks::TaskGraph;
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Work};
+use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Pacer, Pacing, Work};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -38,6 +51,9 @@ const NODES: usize = 256;
 /// The helper half of `halves`: waits at the barrier, runs its half, and
 /// reports when it finished.
 struct Helper {
+    /// Passed before the round's tick, so that the helper is parked at the
+    /// start line when the tick comes.
+    ready: Arc<Barrier>,
     start_line: Arc<Barrier>,
     ends: std::sync::mpsc::Receiver<Instant>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -46,11 +62,13 @@ struct Helper {
 impl Helper {
     fn new(work: Work, rounds: usize) -> Helper {
         let start_line = Arc::new(Barrier::new(2));
+        let ready = Arc::new(Barrier::new(2));
         let (send, ends) = std::sync::mpsc::channel();
         let thread = {
-            let start_line = start_line.clone();
+            let (start_line, ready) = (start_line.clone(), ready.clone());
             std::thread::spawn(move || {
                 for _ in 0..rounds {
+                    ready.wait();
                     start_line.wait();
                     (0..NODES / 2).for_each(|_| work.run());
                     send.send(Instant::now()).expect("the timing thread waits");
@@ -58,6 +76,7 @@ impl Helper {
             })
         };
         Helper {
+            ready,
             start_line,
             ends,
             thread: Some(thread),
@@ -65,7 +84,9 @@ impl Helper {
     }
 
     /// One round of `halves`.
-    fn round(&self, work: Work) -> Duration {
+    fn round(&self, work: Work, pacer: &mut Pacer) -> Duration {
+        self.ready.wait();
+        pacer.wait();
         self.start_line.wait();
         let start = Instant::now();
         (0..NODES / 2).for_each(|_| work.run());
@@ -95,7 +116,21 @@ fn main() {
     let nanos: u64 = args
         .next()
         .map_or(20_000, |a| a.parse().expect("nanoseconds per node"));
-    let rounds: usize = args.next().map_or(301, |a| a.parse().expect("rounds"));
+    let rounds: Option<usize> = args.next().map(|a| a.parse().expect("rounds"));
+    let pacings: Vec<Pacing> = match args.next() {
+        Some(rate) => vec![Pacing::from_hz(rate.parse().expect("a rate in Hz"))],
+        None => Pacing::ALL.to_vec(),
+    };
+    for pacing in pacings {
+        let rounds = rounds.unwrap_or(match pacing {
+            Pacing::BackToBack => 301,
+            Pacing::Hz(_) => 61,
+        });
+        run(nanos, rounds, pacing);
+    }
+}
+
+fn run(nanos: u64, rounds: usize, pacing: Pacing) {
     let deps = benchmark_dag();
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
@@ -119,6 +154,7 @@ fn main() {
         }
     }
     let helper = Helper::new(work, rounds);
+    let mut pacer = Pacer::new(pacing);
     let time = |f: &mut dyn FnMut()| {
         let start = Instant::now();
         f();
@@ -130,14 +166,16 @@ fn main() {
     let mut over_halves: [Vec<f64>; 4] = Default::default();
     let mut halves_over_bound = Vec::new();
     for round in 0..rounds {
+        pacer.wait();
         let sequential = time(&mut || (0..NODES).for_each(|_| work.run())).as_secs_f64();
-        let halves = helper.round(work).as_secs_f64();
+        let halves = helper.round(work, &mut pacer).as_secs_f64();
         // Each round starts with the next graph: the first after the
         // halves finds the pool's worker parked longest, and each later one
         // finds it just done with the frame before.
         for j in 0..graphs.len() {
             let k = (round + j) % graphs.len();
             let graph = &mut graphs[k];
+            pacer.wait();
             let frame = time(&mut || {
                 graph.run(&pool, &()).unwrap();
             })
@@ -148,7 +186,8 @@ fn main() {
         halves_over_bound.push(halves / (sequential / 2.0));
     }
     println!(
-        "{NODES} nodes x {nanos} ns, {rounds} interleaved rounds: ratios, quartiles [25% median 75%]"
+        "{NODES} nodes x {nanos} ns, {rounds} interleaved rounds, {}: ratios, quartiles [25% median 75%]",
+        pacing.label()
     );
     let show = |label: &str, values: &Vec<f64>| {
         let [low, mid, high] = quartiles(values.clone());

@@ -24,12 +24,17 @@
 //! work those frames run on one thread (too light to share), so that row
 //! compares one thread against the two-thread floor.
 //!
+//! A second table runs the engine-tasks graph paced, as a game loop does
+//! (a sleep until the next tick of 30, 60 or 240 Hz before each frame, 61
+//! frames each), so that every frame starts with parked threads, and sets
+//! it beside the same one-thread time.
+//!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Work,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -143,18 +148,28 @@ fn fixed_dag(work: Work) -> f64 {
     median(rounds)
 }
 
-/// The DAG as an engine-tasks graph; median microseconds per frame, after
-/// as many frames of warm-up.
-fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool) -> f64 {
+/// Paced frames per measurement.
+const PACED_ROUNDS: usize = 61;
+
+/// The DAG as an engine-tasks graph at `pacing`; median microseconds per
+/// frame, after as many frames of warm-up.
+fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool, pacing: Pacing) -> f64 {
     let deps = benchmark_dag();
     let works = vec![work; deps.len()];
     let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, timed);
-    for _ in 0..ROUNDS {
+    let rounds = match pacing {
+        Pacing::BackToBack => ROUNDS,
+        Pacing::Hz(_) => PACED_ROUNDS,
+    };
+    let mut pacer = Pacer::new(pacing);
+    for _ in 0..rounds {
+        pacer.wait();
         graph.run(pool, &()).unwrap();
     }
     median(
-        (0..ROUNDS)
+        (0..rounds)
             .map(|_| {
+                pacer.wait();
                 let start = Instant::now();
                 graph.run(pool, &()).unwrap();
                 micros(start.elapsed())
@@ -183,8 +198,8 @@ fn main() {
         let two = two_threads(work);
         let over = |time: f64| (time - one / 2.0) * 1000.0 / NODES as f64;
         let dag = fixed_dag(work);
-        let timed = engine_tasks_dag(&pool, work, true);
-        let untimed = engine_tasks_dag(&pool, work, false);
+        let timed = engine_tasks_dag(&pool, work, true, Pacing::BackToBack);
+        let untimed = engine_tasks_dag(&pool, work, false, Pacing::BackToBack);
         println!(
             "{:>5} ns {:>10.1} {:>11.1} {:>7.2}x {:>9.1} ({:>4.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0})",
             nanos,
@@ -198,5 +213,36 @@ fn main() {
             untimed,
             over(untimed),
         );
+    }
+    println!(
+        "\npaced: engine-tasks frames (over one thread / 2, ns per node; frame / (one thread / 2))"
+    );
+    println!(
+        "{:>8} {:>10} {}",
+        "per node",
+        "one thread",
+        Pacing::ALL[1..]
+            .iter()
+            .map(|p| format!("{:>30}", format!("{} timed / untimed", p.label())))
+            .collect::<String>()
+    );
+    for nanos in [0, 1_000, 20_000] {
+        let work = Work::nanos(nanos);
+        let one = one_thread(work);
+        let mut row = format!("{nanos:>5} ns {one:>10.1}");
+        for &pacing in &Pacing::ALL[1..] {
+            let timed = engine_tasks_dag(&pool, work, true, pacing);
+            let untimed = engine_tasks_dag(&pool, work, false, pacing);
+            let over = |time: f64| (time - one / 2.0) * 1000.0 / NODES as f64;
+            let cell = format!(
+                "{:.0}/{:.0} ({:.2}x/{:.2}x)",
+                over(timed),
+                over(untimed),
+                timed / (one / 2.0),
+                untimed / (one / 2.0)
+            );
+            row.push_str(&format!(" {cell:>29}"));
+        }
+        println!("{row}");
     }
 }

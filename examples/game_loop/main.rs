@@ -4,7 +4,10 @@
 //! systems (input, AI, broad and narrow phase, integration, animation,
 //! audio, culling, LOD, effects, render preparation on the main thread, ...)
 //! at a fixed target rate. Each second it prints frames per second, frame
-//! time p50/p99 and how busy each thread was; at the end, a summary.
+//! time p50/p99 beside its bound, and how busy each thread was; at the end,
+//! a summary. A frame's bound is max(critical path, work / threads), from
+//! the frame's own node times: no schedule on these threads can end the
+//! frame sooner.
 //!
 //! `cargo run --release --example game_loop -- --help` lists the flags.
 
@@ -75,14 +78,26 @@ fn parse_rate(text: &str) -> Result<f64, String> {
 #[derive(Default)]
 struct Window {
     frame_times: Vec<Duration>,
+    /// Per frame, max(critical path, node work / threads).
+    bounds: Vec<Duration>,
+    /// Per frame, frame time over bound.
+    over_bound: Vec<f64>,
     busy: Vec<Duration>,
     wall: Duration,
     steals: u64,
 }
 
 impl Window {
-    fn add(&mut self, stats: &FrameStats) {
+    fn add(&mut self, stats: &FrameStats, threads: usize) {
         self.frame_times.push(stats.wall_time());
+        let bound = stats
+            .critical_path_work()
+            .max(stats.total_work() / threads as u32);
+        self.bounds.push(bound);
+        if !bound.is_zero() {
+            self.over_bound
+                .push(stats.wall_time().as_secs_f64() / bound.as_secs_f64());
+        }
         if self.busy.len() < stats.slots() {
             self.busy.resize(stats.slots(), Duration::ZERO);
         }
@@ -94,12 +109,15 @@ impl Window {
     }
 
     fn percentile(&mut self, p: f64) -> Duration {
-        if self.frame_times.is_empty() {
-            return Duration::ZERO;
-        }
-        self.frame_times.sort_unstable();
-        let rank = ((self.frame_times.len() - 1) as f64 * p).round() as usize;
-        self.frame_times[rank]
+        percentile(&mut self.frame_times, p).unwrap_or_default()
+    }
+
+    /// The median bound, and the median of frame time over bound.
+    fn bound(&mut self) -> (Duration, f64) {
+        (
+            percentile(&mut self.bounds, 0.5).unwrap_or_default(),
+            percentile(&mut self.over_bound, 0.5).unwrap_or(f64::NAN),
+        )
     }
 
     /// "w0 61% w1 58% main 72%": time not parked over frame wall time.
@@ -147,6 +165,13 @@ fn write_trace(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The `p` quantile of `values` (nearest rank); `None` if empty.
+fn percentile<T: Copy + PartialOrd>(values: &mut [T], p: f64) -> Option<T> {
+    values.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let rank = ((values.len().checked_sub(1)?) as f64 * p).round() as usize;
+    Some(values[rank])
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -168,6 +193,8 @@ fn main() {
         None => default_pool(),
     };
     let workers = pool.threads();
+    // The frame's threads: the workers and this one.
+    let frame_threads = workers + 1;
     println!(
         "game_loop: {} boids, {} frames at {} Hz, {} worker threads + main",
         args.entities,
@@ -237,8 +264,8 @@ fn main() {
         }
         match graph.run(pool, &world) {
             Ok(stats) => {
-                second.add(stats);
-                all.add(stats);
+                second.add(stats, frame_threads);
+                all.add(stats, frame_threads);
             }
             Err(error) => {
                 failures += 1;
@@ -248,11 +275,14 @@ fn main() {
         second_frames += 1;
         if second_start.elapsed() >= Duration::from_secs(1) {
             let fps = f64::from(second_frames) / second_start.elapsed().as_secs_f64();
+            let (bound, over) = second.bound();
             println!(
-                "{:5.1} fps | frame p50 {:6.3} ms p99 {:6.3} ms | busy {} | visible {} | assets {}/{}",
+                "{:5.1} fps | frame p50 {:6.3} ms p99 {:6.3} ms | bound {:6.3} ms ({:.2}x) | busy {} | visible {} | assets {}/{}",
                 fps,
                 ms(second.percentile(0.5)),
                 ms(second.percentile(0.99)),
+                ms(bound),
+                over,
                 second.utilisation(workers),
                 world.hud.lock().unwrap().visible,
                 assets_loaded,
@@ -300,6 +330,11 @@ fn main() {
         ms(all.percentile(0.5)),
         ms(all.percentile(0.99)),
         ms(all.percentile(1.0)),
+    );
+    let (bound, over) = all.bound();
+    println!(
+        "  bound p50 {:.3} ms (max(critical path, work / {frame_threads} threads)); frame / bound p50 {over:.2}x",
+        ms(bound),
     );
     println!("  busy during frames: {}", all.utilisation(workers));
     println!(
