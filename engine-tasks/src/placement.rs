@@ -209,8 +209,9 @@ mod os {
 
     /// `set` less `cpu`, if `cpu` is in it and is not its only CPU.
     pub(super) fn without(set: &CpuSet, cpu: usize) -> Option<CpuSet> {
-        // SAFETY (this block and the two below): `current_cpu` keeps `cpu`
-        // below `CPU_SETSIZE`, the set's size in bits.
+        // `current_cpu` keeps `cpu` below `CPU_SETSIZE`, the set's size in
+        // bits.
+        // SAFETY: `cpu` is within the set, as above.
         if !unsafe { libc::CPU_ISSET(cpu, set) } {
             return None;
         }
