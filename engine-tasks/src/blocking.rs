@@ -93,7 +93,9 @@ impl BlockingPoolBuilder {
     }
 
     /// How long an idle thread waits for work before it exits (default
-    /// [`DEFAULT_KEEP_ALIVE`]).
+    /// [`DEFAULT_KEEP_ALIVE`]). Any duration is accepted; one too long to
+    /// add to the clock, such as [`Duration::MAX`], means idle threads never
+    /// exit.
     pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -569,10 +571,13 @@ impl Inner {
     ) -> Option<MutexGuard<'a, State>> {
         state.wakeups.wait();
         self.sync_counts(&state);
-        let deadline = Instant::now() + self.keep_alive;
+        // A keep-alive too long to add to the clock (`Duration::MAX`) never
+        // reaps the thread.
+        let deadline = Instant::now().checked_add(self.keep_alive);
         loop {
             let now = Instant::now();
-            if now >= deadline && state.queue.is_empty() && !state.shutdown {
+            let idle_long_enough = deadline.is_some_and(|deadline| now >= deadline);
+            if idle_long_enough && state.queue.is_empty() && !state.shutdown {
                 // Idle for the whole keep-alive: leave the pool.
                 state.wakeups.stop_waiting();
                 state.threads -= 1;
@@ -589,11 +594,15 @@ impl Inner {
                 }
                 return None;
             }
-            let (guard, _) = self
-                .work
-                .wait_timeout(state, deadline.saturating_duration_since(now))
-                .unwrap_or_else(|e| e.into_inner());
-            state = guard;
+            state = match deadline {
+                Some(deadline) => {
+                    self.work
+                        .wait_timeout(state, deadline.saturating_duration_since(now))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.work.wait(state).unwrap_or_else(|e| e.into_inner()),
+            };
             // A notification, shutdown, the time-out or a spurious wake-up:
             // `woke` tells them apart (wakeups.rs).
             let (queued, shutdown) = (!state.queue.is_empty(), state.shutdown);

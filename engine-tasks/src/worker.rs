@@ -20,7 +20,9 @@
 //! (another thread is in the middle of moving it), the thread retries that
 //! lane, pausing and then yielding, until it gets a task or the lane shows
 //! none (`Local::wait_for_mover`), before it looks lower. Background work
-//! additionally needs one of the pool's `background_cap` permits.
+//! additionally needs one of the pool's `background_cap` permits, except a
+//! task that a waiting thread takes back from its own queues: a join never
+//! waits for a task that it could run itself.
 //!
 //! # Waiting (block-on-complete)
 //!
@@ -64,6 +66,14 @@ pub(crate) struct Found {
     task: TaskRef,
     lane: Lane,
     background_permit: bool,
+}
+
+/// Whether starting a background task needs one of the pool's permits.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Permit {
+    Required,
+    /// A waiting thread's own queued task (see [`Local::take_newest`]).
+    NotNeeded,
 }
 
 /// Why [`Local::idle`] returned.
@@ -300,6 +310,7 @@ impl<'a> Local<'a> {
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
         self.first_in_lanes(
             floor,
+            Permit::Required,
             |lane| {
                 self.find_in_lane(lane, thorough).or_else(|| {
                     if lane == floor {
@@ -364,12 +375,13 @@ impl<'a> Local<'a> {
     fn first_in_lanes(
         &self,
         floor: Lane,
+        permit: Permit,
         mut take: impl FnMut(Lane) -> Option<TaskRef>,
         background_worth_trying: impl Fn() -> bool,
     ) -> Option<Found> {
         for &lane in floor.and_above() {
             let mut background_permit = false;
-            if lane == Lane::Background {
+            if lane == Lane::Background && permit == Permit::Required {
                 if !background_worth_trying() {
                     continue;
                 }
@@ -869,10 +881,20 @@ impl<'a> Local<'a> {
             .or_else(|| self.joins[lane.index()].pop())
     }
 
-    /// This thread's newest task of the most urgent lane down to `floor`
-    /// (background work only with a permit, like any other start of it).
+    /// This thread's newest task of the most urgent lane down to `floor`,
+    /// for a wait. Background work needs no permit here: the task is one
+    /// this thread queued itself and may be what it waits for, and the
+    /// thread is blocked in the wait anyway, so running it takes no free
+    /// worker from the pool. Requiring a permit deadlocked a wait whose
+    /// permit was held by a background task further up the chain of joins
+    /// (a background task joins a normal one that joins a background one).
     fn take_newest(&self, floor: Lane) -> Option<Found> {
-        self.first_in_lanes(floor, |lane| self.take_back(lane), || true)
+        self.first_in_lanes(
+            floor,
+            Permit::NotNeeded,
+            |lane| self.take_back(lane),
+            || true,
+        )
     }
 }
 
