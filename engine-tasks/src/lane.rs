@@ -15,9 +15,9 @@
 //! * at most `background_cap` workers run background tasks at once (default:
 //!   all workers but one when there are two or more), so one worker is always
 //!   free to pick up frame-critical work the moment it appears. A thread
-//!   blocked in a wait may still run a background task it queued itself,
-//!   without a permit: it takes no free worker, and the task may be what it
-//!   waits for;
+//!   blocked in a wait may still run a background task it pushed itself
+//!   (still in its LIFO slot or join deque), without a permit: it takes no
+//!   free worker, and the task may be what it waits for;
 //! * a thread that waits in `join` (block-on-complete) only helps with work at
 //!   least as urgent as what it waits for, so a frame never waits behind a
 //!   background job that its own main thread started.

@@ -21,8 +21,9 @@
 //! lane, pausing and then yielding, until it gets a task or the lane shows
 //! none (`Local::wait_for_mover`), before it looks lower. Background work
 //! additionally needs one of the pool's `background_cap` permits, except a
-//! task that a waiting thread takes back from its own queues: a join never
-//! waits for a task that it could run itself.
+//! task that a waiting thread takes back from its own LIFO slot or join
+//! deque (tasks it pushed itself): a join never waits for a task that it
+//! could run itself.
 //!
 //! # Waiting (block-on-complete)
 //!
@@ -66,14 +67,6 @@ pub(crate) struct Found {
     task: TaskRef,
     lane: Lane,
     background_permit: bool,
-}
-
-/// Whether starting a background task needs one of the pool's permits.
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum Permit {
-    Required,
-    /// A waiting thread's own queued task (see [`Local::take_newest`]).
-    NotNeeded,
 }
 
 /// Why [`Local::idle`] returned.
@@ -310,7 +303,6 @@ impl<'a> Local<'a> {
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
         self.first_in_lanes(
             floor,
-            Permit::Required,
             |lane| {
                 self.find_in_lane(lane, thorough).or_else(|| {
                     if lane == floor {
@@ -375,13 +367,12 @@ impl<'a> Local<'a> {
     fn first_in_lanes(
         &self,
         floor: Lane,
-        permit: Permit,
         mut take: impl FnMut(Lane) -> Option<TaskRef>,
         background_worth_trying: impl Fn() -> bool,
     ) -> Option<Found> {
         for &lane in floor.and_above() {
             let mut background_permit = false;
-            if lane == Lane::Background && permit == Permit::Required {
+            if lane == Lane::Background {
                 if !background_worth_trying() {
                     continue;
                 }
@@ -873,28 +864,46 @@ impl<'a> Local<'a> {
         }
     }
 
-    /// Takes this thread's newest task of `lane`: what `join` pushed last,
-    /// unless a thief got it.
-    pub(crate) fn take_back(&self, lane: Lane) -> Option<TaskRef> {
-        Self::take_lifo(self.queues(lane))
-            .or_else(|| self.rings[lane.index()].pop_newest())
-            .or_else(|| self.joins[lane.index()].pop())
-    }
-
     /// This thread's newest task of the most urgent lane down to `floor`,
-    /// for a wait. Background work needs no permit here: the task is one
-    /// this thread queued itself and may be what it waits for, and the
-    /// thread is blocked in the wait anyway, so running it takes no free
-    /// worker from the pool. Requiring a permit deadlocked a wait whose
-    /// permit was held by a background task further up the chain of joins
-    /// (a background task joins a normal one that joins a background one).
+    /// for a wait: per lane its LIFO slot, its join deque, then its ring.
+    ///
+    /// The LIFO slot and the join deque hold only tasks this thread pushed
+    /// itself (refills and steals go to the ring), so a background task
+    /// from them needs no permit: it may be what this thread waits for, and
+    /// the thread is blocked in the wait anyway, so running it takes no free
+    /// worker from the pool. Requiring one deadlocked a wait whose permit
+    /// was held further up its chain of joins (a background task joins a
+    /// normal one that joins a background one). The ring's tasks need a
+    /// permit like any other start of background work.
     fn take_newest(&self, floor: Lane) -> Option<Found> {
-        self.first_in_lanes(
-            floor,
-            Permit::NotNeeded,
-            |lane| self.take_back(lane),
-            || true,
-        )
+        for &lane in floor.and_above() {
+            let own = Self::take_lifo(self.queues(lane)).or_else(|| self.joins[lane.index()].pop());
+            if let Some(task) = own {
+                return Some(Found {
+                    task,
+                    lane,
+                    background_permit: false,
+                });
+            }
+            let background_permit = match lane {
+                Lane::Background => match self.acquire_background() {
+                    Some(acquired) => acquired,
+                    None => continue,
+                },
+                _ => false,
+            };
+            if let Some(task) = self.rings[lane.index()].pop_newest() {
+                return Some(Found {
+                    task,
+                    lane,
+                    background_permit,
+                });
+            }
+            if background_permit {
+                self.shared.release_background();
+            }
+        }
+        None
     }
 }
 
