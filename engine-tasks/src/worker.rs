@@ -865,7 +865,11 @@ impl<'a> Local<'a> {
     }
 
     /// This thread's newest task of the most urgent lane down to `floor`,
-    /// for a wait: per lane its LIFO slot, its join deque, then its ring.
+    /// for a wait: per lane its LIFO slot, its ring, then its join deque.
+    ///
+    /// That order keeps nesting shallow: a scope's body pushes to the LIFO
+    /// slot and ring, while the join deque may hold halves of an enclosing
+    /// scope or join, whose tasks would open further waits on this stack.
     ///
     /// The LIFO slot and the join deque hold only tasks this thread pushed
     /// itself (refills and steals go to the ring), so a background task
@@ -876,34 +880,41 @@ impl<'a> Local<'a> {
     /// normal one that joins a background one). The ring's tasks need a
     /// permit like any other start of background work.
     fn take_newest(&self, floor: Lane) -> Option<Found> {
+        let own = |task, lane| Found {
+            task,
+            lane,
+            background_permit: false,
+        };
         for &lane in floor.and_above() {
-            let own = Self::take_lifo(self.queues(lane)).or_else(|| self.joins[lane.index()].pop());
-            if let Some(task) = own {
-                return Some(Found {
-                    task,
-                    lane,
-                    background_permit: false,
-                });
+            if let Some(task) = Self::take_lifo(self.queues(lane)) {
+                return Some(own(task, lane));
             }
-            let background_permit = match lane {
-                Lane::Background => match self.acquire_background() {
-                    Some(acquired) => acquired,
-                    None => continue,
-                },
-                _ => false,
-            };
-            if let Some(task) = self.rings[lane.index()].pop_newest() {
-                return Some(Found {
-                    task,
-                    lane,
-                    background_permit,
-                });
+            if let Some(found) = self.take_newest_from_ring(lane) {
+                return Some(found);
             }
-            if background_permit {
-                self.shared.release_background();
+            if let Some(task) = self.joins[lane.index()].pop() {
+                return Some(own(task, lane));
             }
         }
         None
+    }
+
+    /// The newest task of `lane` in this thread's ring, with a background
+    /// permit if the lane needs one (`None` also when none is free).
+    fn take_newest_from_ring(&self, lane: Lane) -> Option<Found> {
+        let background_permit = match lane {
+            Lane::Background => self.acquire_background()?,
+            _ => false,
+        };
+        let task = self.rings[lane.index()].pop_newest();
+        if task.is_none() && background_permit {
+            self.shared.release_background();
+        }
+        task.map(|task| Found {
+            task,
+            lane,
+            background_permit,
+        })
     }
 }
 
