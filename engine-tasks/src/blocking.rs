@@ -84,8 +84,9 @@ impl BlockingPoolBuilder {
         self
     }
 
-    /// Most tasks waiting for a thread (default: unbounded). With every
-    /// thread busy and this many queued, submissions fail with
+    /// Most tasks waiting for a thread (default: unbounded). A task that an
+    /// idle thread will take does not count. With `cap` threads running,
+    /// none idle, and this many tasks waiting, submissions fail with
     /// [`BlockingError::Full`] instead of growing the queue.
     pub fn max_queued(mut self, max_queued: usize) -> Self {
         self.max_queued = max_queued;
@@ -181,7 +182,8 @@ pub enum BlockingError<F> {
     ShutDown(F),
     /// No thread could be started and none exists to run the task.
     NoThread(F),
-    /// Every thread is busy and the queue holds `max_queued` tasks.
+    /// Every thread is busy, no more may start, and `max_queued` tasks
+    /// already wait for one.
     Full(F),
 }
 
@@ -434,7 +436,12 @@ impl BlockingPoolHandle {
         if state.shutdown {
             return Err(BlockingError::ShutDown(f));
         }
-        if state.queue.len() >= inner.max_queued && state.threads >= inner.cap {
+        // Only tasks that no thread will take count against `max_queued`:
+        // an idle thread refuses nothing.
+        if state.threads >= inner.cap
+            && state.wakeups.unclaimed_tasks(state.queue.len()) >= inner.max_queued
+            && !state.wakeups.has_unclaimed_thread()
+        {
             return Err(BlockingError::Full(f));
         }
         if state.wakeups.submitted() == OnSubmit::Signal {

@@ -30,16 +30,42 @@ pub(crate) enum Waiter {
     /// which holds a reference to its task's pool), so the pool, and the
     /// parker, outlive the task that sets the latch.
     Slot(*const Parker),
+    /// A slot's parker in another pool than the one whose task sets the
+    /// latch (a worker waiting on another pool keeps working in its own).
+    /// The setter's pool does not keep the waiter's alive: once the latch
+    /// is set the waiter may return and its pool shut down before the
+    /// setter calls `unpark`. So the waiter also holds `owner`, a reference
+    /// to what `parker` lives in, and each copy the setter takes keeps it
+    /// alive until the wake is delivered.
+    Owned {
+        /// The parker to unpark; it lives inside `owner`.
+        parker: *const Parker,
+        /// Keeps `parker` alive.
+        owner: std::sync::Arc<dyn Send + Sync>,
+    },
     /// A thread outside the pool.
     Thread(thread::Thread),
 }
 
+impl Clone for Waiter {
+    fn clone(&self) -> Waiter {
+        self.duplicate()
+    }
+}
+
 impl Waiter {
-    fn wake(self) {
+    /// Wakes the waiter (consumes this copy).
+    pub(crate) fn wake(self) {
         match self {
             // SAFETY: see the variant's doc: the parker lives in the pool's
             // shared state, which outlives the tasks that set latches.
             Waiter::Slot(parker) => unsafe { (*parker).unpark() },
+            Waiter::Owned { parker, owner } => {
+                // SAFETY: `parker` lives inside `owner` (the variant's doc),
+                // which this copy keeps alive until after the call.
+                unsafe { (*parker).unpark() };
+                drop(owner);
+            }
             Waiter::Thread(thread) => thread.unpark(),
         }
     }
@@ -47,6 +73,10 @@ impl Waiter {
     fn duplicate(&self) -> Waiter {
         match self {
             Waiter::Slot(parker) => Waiter::Slot(*parker),
+            Waiter::Owned { parker, owner } => Waiter::Owned {
+                parker: *parker,
+                owner: owner.clone(),
+            },
             Waiter::Thread(thread) => Waiter::Thread(thread.clone()),
         }
     }
@@ -63,7 +93,8 @@ pub(crate) struct Latch {
 // publishes WAITER with a release CAS, and only read after an acquire that
 // saw WAITER; everything else is atomic.
 unsafe impl Sync for Latch {}
-// SAFETY: as above; `Waiter::Slot` points into the pool, valid on any thread.
+// SAFETY: as above; `Waiter::Slot` and `Waiter::Owned` point at a parker,
+// which is `Sync` and valid on any thread while its owner lives.
 unsafe impl Send for Latch {}
 
 impl Latch {
@@ -202,6 +233,43 @@ mod loom_models {
             for s in setters {
                 s.join().unwrap();
             }
+        });
+    }
+
+    /// A waiter from another pool sleeps on its own slot's parker (the
+    /// cross-pool wait in worker.rs) and lets go of that pool as soon as it
+    /// sees the latch set, racing the setter's `unpark`. Every interleaving
+    /// wakes it or lets it see the latch set; the setter's copy of the
+    /// owner keeps the parker alive through its `unpark` (without it the
+    /// last reference could go in between), and loom checks that every
+    /// copy is released.
+    #[test]
+    fn a_waiter_from_another_pool_is_woken_on_its_own_parker() {
+        struct Home {
+            parker: Parker,
+        }
+        loom::model(|| {
+            let latch = Arc::new(Latch::new(1));
+            let setter = {
+                let latch = latch.clone();
+                thread::spawn(move || latch.count_down())
+            };
+            let home = std::sync::Arc::new(Home {
+                parker: Parker::new(),
+            });
+            let waiter = Waiter::Owned {
+                parker: &home.parker,
+                owner: home.clone(),
+            };
+            if latch.register(waiter) {
+                while !latch.is_set() {
+                    home.parker.park();
+                }
+            }
+            // The waiter's pool may now shut down.
+            drop(home);
+            assert!(latch.is_set());
+            setter.join().unwrap();
         });
     }
 }

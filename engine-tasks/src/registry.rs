@@ -9,7 +9,9 @@
 //! blocks in `join`, `scope` or `JoinHandle::join` borrows it for the
 //! duration, so the main thread gets its own queues, can be stolen from, and
 //! sleeps in the same protocol as workers. One guest at a time; other outside
-//! threads wait without a slot (see `worker::wait_without_slot`).
+//! threads wait without a slot (see `worker::wait_without_slot`). A thread
+//! that works in another pool (its worker or guest) never takes the guest
+//! slot: it waits without one, working for its own pool.
 //!
 //! Each slot holds, per lane, a LIFO slot, a ring, an overflow queue and a
 //! deque of pending `join` halves.
@@ -29,7 +31,9 @@
 //! task), wakes every thread, and joins them. Workers exit only when they find
 //! no task, so everything queued runs. The dropping thread then waits for
 //! submissions that were already past the shutdown check, and runs whatever is
-//! still queued itself. No task is dropped unrun.
+//! still queued itself. No task is dropped unrun. A `Pool` dropped inside
+//! one of its own tasks joins every other worker; its own thread exits when
+//! that task returns.
 
 use crate::deque::Deque;
 use crate::faults::{self, Site};
@@ -207,6 +211,15 @@ impl Shared {
     }
 
     /// Worker threads started so far (only grows).
+    /// A counted reference to this pool's shared state. Called only by a
+    /// thread working in the pool (a worker, or a guest whose caller
+    /// borrows a handle), so the state is alive.
+    pub(crate) fn arc(&self) -> Arc<Shared> {
+        self.me
+            .upgrade()
+            .expect("a thread working in a pool keeps the pool alive")
+    }
+
     pub(crate) fn threads_started(&self) -> usize {
         // Relaxed: a hint; a thread that starts later only adds helpers.
         self.started.load(Ordering::Relaxed)
@@ -454,10 +467,18 @@ impl Shared {
         for slot in 0..self.sleep.slots() {
             self.sleep.unpark(slot);
         }
+        // The last `Pool` may be dropped inside one of its own tasks: that
+        // worker cannot join itself. It drains the queues with the others
+        // gone (the caller's `drain`), and its loop sees the closed gate and
+        // exits once the task returns; its handle is dropped, detaching it.
+        let me = std::thread::current().id();
         for handle in handles {
-            // Workers abort rather than unwind, so join cannot fail; if a
-            // custom spawn function's thread did, there is nothing to resume.
-            let _ = handle.join();
+            if handle.thread().id() != me {
+                // Workers abort rather than unwind, so join cannot fail; if
+                // a custom spawn function's thread did, there is nothing to
+                // resume.
+                let _ = handle.join();
+            }
         }
         self.gate.wait_empty();
     }

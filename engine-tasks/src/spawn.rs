@@ -220,6 +220,9 @@ impl<T> JoinHandle<T> {
     /// take. A thread outside the pool joins as the pool's guest (one at a
     /// time); a second outside thread sleeps until the task is done, unless
     /// the pool has no threads or is shutting down, when it runs what it can.
+    /// A thread of another pool (its worker, or its guest) instead runs its
+    /// own pool's tasks, of every lane, while it waits: a task it waits for
+    /// may itself wait on work of that pool.
     pub fn join(self) -> Result<T, JoinError> {
         let latch = self.cell.latch();
         if !latch.is_set() {

@@ -14,7 +14,9 @@
 //!
 //! One buffer per thread per session, allocated on the thread's first event
 //! with the session's capacity and never grown, so memory is bounded by
-//! threads x capacity. Only the owning thread writes: it fills the next slot,
+//! threads x capacity. The capacity is at most [`MAX_CAPACITY`]; a thread
+//! whose buffer cannot be allocated records nothing (its events count as
+//! dropped) instead of aborting the process. Only the owning thread writes: it fills the next slot,
 //! then publishes it by storing the new length (Release); readers load the
 //! length (Acquire) and read only published slots. No lock is taken on the
 //! recording path after a thread's first event.
@@ -30,6 +32,7 @@ use crate::clock::{self, TickRate};
 use crate::lane::Lane;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::HashMap;
+use std::fmt;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -41,6 +44,37 @@ use std::time::Instant;
 /// Events per thread per session unless [`start_with_capacity`] says
 /// otherwise: 2^18 events of 40 bytes, 10 MiB per thread.
 pub const DEFAULT_CAPACITY: usize = 1 << 18;
+
+/// The largest capacity [`start_with_capacity`] accepts: 2^24 events, 640 MiB
+/// per thread, over a minute of a busy worker's events.
+pub const MAX_CAPACITY: usize = 1 << 24;
+
+/// Why a session did not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A session is already recording; [`stop`] it first.
+    AlreadyRecording,
+    /// The capacity asked for is over [`MAX_CAPACITY`].
+    CapacityTooLarge {
+        /// Events per thread asked for.
+        requested: usize,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::AlreadyRecording => f.write_str("a timeline session is already recording"),
+            StartError::CapacityTooLarge { requested } => write!(
+                f,
+                "a timeline capacity of {requested} events per thread is over the maximum of {MAX_CAPACITY}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
 
 /// Whether a session is recording. Relaxed everywhere: a point that misses
 /// the start or the stop by a moment records or skips one event.
@@ -230,9 +264,7 @@ fn buffer() -> Option<Arc<ThreadBuffer>> {
                     .name()
                     .map_or_else(|| format!("thread {}", thread_id()), str::to_owned),
                 tid: thread_id(),
-                slots: (0..current.capacity)
-                    .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                    .collect(),
+                slots: allocate_slots(current.capacity),
                 len: AtomicUsize::new(0),
                 open: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
@@ -334,23 +366,52 @@ pub(crate) fn instant(category: Category, a: u32, b: u32, c: u32) {
     }
 }
 
+/// A thread's event slots, or none if the memory is not there: its events
+/// are then dropped and counted, and the process goes on.
+fn allocate_slots(capacity: usize) -> Box<[UnsafeCell<MaybeUninit<Event>>]> {
+    let mut slots = Vec::new();
+    if slots.try_reserve_exact(capacity).is_err() {
+        return Box::new([]);
+    }
+    slots.resize_with(capacity, || UnsafeCell::new(MaybeUninit::uninit()));
+    slots.into_boxed_slice()
+}
+
 /// Lane as recorded in events.
 pub(crate) fn lane_code(lane: Lane) -> u32 {
     lane as u32
 }
 
 /// Starts a recording session with [`DEFAULT_CAPACITY`] events per thread.
-/// Returns `false` (and changes nothing) if a session is already running.
-pub fn start() -> bool {
+/// Fails (and changes nothing) if a session is already recording.
+///
+/// ```
+/// use engine_tasks::timeline;
+///
+/// let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+/// timeline::start().expect("no other session records");
+/// let task = pool.spawn(engine_tasks::Lane::Normal, || 1).unwrap();
+/// assert_eq!(task.join().unwrap(), 1);
+/// let recorded = timeline::stop().expect("the session ran");
+/// assert_eq!(recorded.count("task").events, 1);
+/// // `recorded.write_chrome_trace(file)` writes it for Perfetto.
+/// ```
+pub fn start() -> Result<(), StartError> {
     start_with_capacity(DEFAULT_CAPACITY)
 }
 
 /// Starts a recording session with room for `capacity` events per thread
-/// (at least 16). Returns `false` if a session is already running.
-pub fn start_with_capacity(capacity: usize) -> bool {
+/// (at least 16, at most [`MAX_CAPACITY`]). Fails (and changes nothing) if a
+/// session is already recording or the capacity is over the maximum.
+pub fn start_with_capacity(capacity: usize) -> Result<(), StartError> {
+    if capacity > MAX_CAPACITY {
+        return Err(StartError::CapacityTooLarge {
+            requested: capacity,
+        });
+    }
     let mut current = sessions().lock().unwrap_or_else(|e| e.into_inner());
     if current.is_some() {
-        return false;
+        return Err(StartError::AlreadyRecording);
     }
     // Relaxed: the session mutex orders the bookkeeping; events racing the
     // start are simply not recorded.
@@ -363,7 +424,7 @@ pub fn start_with_capacity(capacity: usize) -> bool {
         buffers: Vec::new(),
     });
     RECORDING.store(true, Ordering::Relaxed);
-    true
+    Ok(())
 }
 
 /// Whether a session is recording.

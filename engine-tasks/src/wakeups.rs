@@ -36,12 +36,23 @@ pub(crate) enum OnSubmit {
 
 impl Wakeups {
     pub(crate) fn submitted(&mut self) -> OnSubmit {
-        if self.idle > self.notified {
+        if self.has_unclaimed_thread() {
             self.notified += 1;
             OnSubmit::Signal
         } else {
             OnSubmit::NoIdleThread
         }
+    }
+
+    /// Whether a waiting thread is free to be claimed by a submission.
+    pub(crate) fn has_unclaimed_thread(&self) -> bool {
+        self.idle > self.notified
+    }
+
+    /// Of `queued` tasks, how many no woken thread is on its way to take:
+    /// each pending notification takes one.
+    pub(crate) fn unclaimed_tasks(&self, queued: usize) -> usize {
+        queued.saturating_sub(self.notified)
     }
 
     /// A thread starts waiting.

@@ -34,6 +34,13 @@
 //! frame-critical task runs only frame-critical tasks), and the tasks it runs
 //! may be any task of those lanes in the pool, not only descendants of its
 //! target: do not wait while holding a lock that other tasks take.
+//!
+//! A thread of one pool that waits on a task of another (a worker of pool A
+//! joins a task of pool B) waits without a slot in B and keeps running A's
+//! tasks of every lane, as its own pool's worker: B's task may wait on work
+//! of A in turn, and A's only worker may be the thread that is waiting. B's
+//! setter wakes it through A's parker, holding a reference to A until the
+//! wake is delivered (`Waiter::Owned` in latch.rs).
 
 use crate::clock;
 use crate::credit::ScopeCredit;
@@ -773,7 +780,7 @@ impl<'a> Local<'a> {
             }
             None => false,
         };
-        self.wait_loop(latch, floor, newest_first, || false);
+        self.wait_loop(latch, floor, newest_first, || false, || self.slot_waiter());
     }
 
     /// Block-on-complete for a frame: like [`Local::wait_until`], and also
@@ -791,7 +798,72 @@ impl<'a> Local<'a> {
             }
             None => false,
         };
-        self.wait_loop(latch, || floor, pinned_first, || !inbox.is_empty());
+        self.wait_loop(
+            latch,
+            || floor,
+            pinned_first,
+            || !inbox.is_empty(),
+            || self.slot_waiter(),
+        );
+    }
+
+    /// How a task of this pool wakes this thread: through its slot's
+    /// parker, which the pool keeps alive.
+    fn slot_waiter(&self) -> Waiter {
+        Waiter::Slot(self.shared.sleep.parker(self.index))
+    }
+
+    /// How a task of *another* pool wakes this thread: through its slot's
+    /// parker, with a reference that keeps this pool alive until the wake
+    /// is delivered (latch.rs).
+    pub(crate) fn waiter_from_other_pool(&self) -> Waiter {
+        Waiter::Owned {
+            parker: self.shared.sleep.parker(self.index),
+            owner: self.shared.arc(),
+        }
+    }
+
+    /// Block-on-complete for a latch that a task of `other`, another pool,
+    /// sets: this thread keeps working for its own pool (every lane) while
+    /// it waits, so work of its own pool that the awaited task waits for in
+    /// turn still runs (a worker of pool A waits on pool B, whose task waits
+    /// on a task of A). First, each round: `inbox` (the pinned nodes of a
+    /// frame of `other` that this thread runs), then, if `other` has no
+    /// thread to run its work (none started, or shutting down), one of
+    /// `other`'s tasks, then this thread's own newest task.
+    fn wait_for_other_pool(
+        &self,
+        other: &Shared,
+        latch: &Latch,
+        other_floor: impl Fn() -> Lane,
+        inbox: Option<&TaskQueue>,
+    ) {
+        let _span = instrument::wait();
+        let first_look = |floor| {
+            if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
+                let _span = instrument::task(Lane::FrameCritical, task.site());
+                task.run();
+                return true;
+            }
+            let must_help = other.threads_started() == 0 || other.is_shutdown();
+            if must_help && run_one_unowned(other, other_floor()) {
+                return true;
+            }
+            match self.take_newest(floor) {
+                Some(found) => {
+                    self.run_found(found);
+                    true
+                }
+                None => false,
+            }
+        };
+        self.wait_loop(
+            latch,
+            || Lane::Background,
+            first_look,
+            || inbox.is_some_and(|q| !q.is_empty()),
+            || self.waiter_from_other_pool(),
+        );
     }
 
     /// The loop of every wait: `first_look` (which runs one task and says
@@ -804,6 +876,7 @@ impl<'a> Local<'a> {
         floor: impl Fn() -> Lane,
         mut first_look: impl FnMut(Lane) -> bool,
         more_work: impl Fn() -> bool,
+        waiter: impl Fn() -> Waiter,
     ) {
         let mut registered = false;
         self.wait_depth.set(self.wait_depth.get() + 1);
@@ -826,8 +899,7 @@ impl<'a> Local<'a> {
             }
             if !registered {
                 registered = true;
-                let parker = self.shared.sleep.parker(self.index);
-                if !latch.register(Waiter::Slot(parker)) {
+                if !latch.register(waiter()) {
                     break;
                 }
             }
@@ -919,8 +991,9 @@ impl<'a> Local<'a> {
 }
 
 /// Runs `f` with this thread's context in `shared`: its own slot if it is a
-/// worker (or already a guest) of `shared`, else the guest slot if free,
-/// else no slot (`None`).
+/// worker (or already a guest) of `shared`; no slot (`None`) if it is a
+/// worker or guest of another pool; else the guest slot if free, else no
+/// slot.
 ///
 /// Inlined: on the hot path (a worker's `join`) the closure's captures then
 /// stay in registers instead of being stored to memory and reloaded, which
@@ -934,6 +1007,10 @@ pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -
         if ptr::eq(local.shared, shared) {
             return f(Some(local));
         }
+        // A thread of another pool stays in it: it works there while it
+        // waits on `shared` (`wait_without_slot`), never as `shared`'s guest,
+        // whose waits would run only `shared`'s work.
+        return f(None);
     }
     with_guest_slot(shared, f)
 }
@@ -992,8 +1069,10 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     f(unsafe { current.as_ref() })
 }
 
-/// Waiting for a thread that holds no slot (another outside thread holds
-/// the guest slot). With worker threads running it only sleeps until the
+/// Waiting for a thread that holds no slot in `shared`. A worker or guest
+/// of another pool waits in its own pool, running that pool's work
+/// (`Local::wait_for_other_pool`). Otherwise (another outside thread holds
+/// the guest slot), with worker threads running it only sleeps until the
 /// latch is set: without queues of its own it could only pick up the oldest
 /// injected tasks, each of which may wait in turn, nesting without bound.
 /// With no worker thread at all, or once shutdown has begun (the workers may
@@ -1009,6 +1088,13 @@ pub(crate) fn wait_without_slot(
     inbox: Option<&TaskQueue>,
 ) {
     if latch.is_set() {
+        return;
+    }
+    // A thread of another pool keeps working for it while it waits.
+    let waited_at_home = with_current(|home| {
+        home.map(|home| home.wait_for_other_pool(shared, latch, &floor, inbox))
+    });
+    if waited_at_home.is_some() {
         return;
     }
     let _span = instrument::wait();
@@ -1035,6 +1121,16 @@ pub(crate) fn wait_without_slot(
             std::thread::park();
         }
     }
+}
+
+/// How a thread without a slot in the pool it waits in is woken: through
+/// its own pool's parker if it works in another pool (it waits there, see
+/// `wait_without_slot`), else as a thread.
+pub(crate) fn waiter_without_slot() -> Waiter {
+    with_current(|home| match home {
+        Some(home) => home.waiter_from_other_pool(),
+        None => Waiter::Thread(std::thread::current()),
+    })
 }
 
 fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {

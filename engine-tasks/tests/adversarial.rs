@@ -3,61 +3,12 @@
 //! instead of stalling the run; a case that could abort the process runs in
 //! a child process of this test binary.
 
-use engine_tasks::{BlockingPool, Lane, Pool};
-use std::process::Command;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use engine_tasks::{BlockingPool, Lane, Pool, PoolHandle};
+use std::sync::mpsc;
+use std::time::Duration;
 
-/// How long a case may take before it counts as hung.
-const WATCHDOG: Duration = Duration::from_secs(30);
-
-/// Runs `case` on its own thread and returns its result; fails the test if
-/// it has not returned within [`WATCHDOG`] (the thread is left behind).
-fn within_watchdog<T: Send + 'static>(what: &str, case: impl FnOnce() -> T + Send + 'static) -> T {
-    let (send, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(case());
-    });
-    match receive.recv_timeout(WATCHDOG) {
-        Ok(value) => value,
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: hung (no result after {WATCHDOG:?})"),
-        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the case panicked"),
-    }
-}
-
-/// Runs `case` in a child process (this binary, running only test `name`)
-/// under the watchdog, and fails unless the child exits successfully: an
-/// abort, a panic or a hang in the case fails the test, not the run.
-fn in_child_process(name: &str, case: impl FnOnce()) {
-    const CHILD: &str = "ENGINE_TASKS_ADVERSARIAL_CHILD";
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        case();
-        return;
-    }
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD, name)
-        // Its own test summary would read as this run's; its panics and
-        // abort messages go to stderr.
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("the test binary runs");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("the child can be waited for") {
-            assert!(
-                status.success(),
-                "{name}: the child process ended with {status}"
-            );
-            return;
-        }
-        if started.elapsed() > WATCHDOG {
-            let _ = child.kill();
-            panic!("{name}: hung (the child process ran for {WATCHDOG:?})");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+mod common;
+use common::{in_child_process, within_watchdog};
 
 /// Case 1: a background task X holds the pool's only background permit and
 /// joins a normal task Z, which joins a background task W. Z runs on
@@ -132,5 +83,234 @@ fn an_endless_keep_alive_keeps_idle_threads() {
         assert_eq!(pool.metrics().idle_threads, 1);
         assert_eq!(pool.spawn(|| 2).unwrap().wait().unwrap(), 2);
         pool.shutdown();
+    });
+}
+
+/// The threads of this process, from `/proc/self/task`.
+fn live_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task lists this process's threads")
+        .count()
+}
+
+/// Case 3: the last `Pool` dropped inside one of its own tasks. The worker
+/// running that task used to try to join itself and panic ("Resource
+/// deadlock avoided"). Now shutdown joins every other worker, runs every
+/// task still queued, and the task's own worker exits when the task
+/// returns: no panic, no task lost, no thread left behind.
+#[test]
+fn dropping_the_last_pool_inside_its_own_task() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    in_child_process("dropping_the_last_pool_inside_its_own_task", || {
+        let baseline = live_threads();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
+        let (dropped_send, dropped) = mpsc::channel::<()>();
+        let (done_send, done) = mpsc::channel::<()>();
+        let last = Arc::clone(&pool);
+        let owner = pool
+            .spawn(Lane::Normal, move || {
+                dropped.recv().unwrap();
+                drop(last);
+                done_send.send(()).unwrap();
+            })
+            .unwrap();
+        for _ in 0..100 {
+            let ran = Arc::clone(&ran);
+            let _unjoined = pool
+                .spawn(Lane::Background, move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+        }
+        // The task's handle keeps only the result cell, not the pool.
+        drop(owner);
+        drop(pool);
+        dropped_send.send(()).unwrap();
+        done.recv().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
+        // The dropping worker exits once its task has returned.
+        while live_threads() > baseline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+/// Case 5: a timeline session with a huge capacity used to abort the
+/// process on its first event, when a thread's buffer could not be
+/// allocated. Now a capacity over `MAX_CAPACITY` is refused with an error
+/// and no session starts.
+#[test]
+fn a_huge_timeline_capacity_is_an_error() {
+    use engine_tasks::timeline::{self, StartError, MAX_CAPACITY};
+    in_child_process("a_huge_timeline_capacity_is_an_error", || {
+        let requested = usize::MAX / 4;
+        assert_eq!(
+            timeline::start_with_capacity(requested),
+            Err(StartError::CapacityTooLarge { requested })
+        );
+        assert!(!timeline::is_recording());
+        let pool = Pool::builder().threads(1).build().unwrap();
+        assert_eq!(pool.join(|| 1, || 2), (1, 2));
+        assert!(timeline::stop().is_none(), "no session started");
+        assert!(timeline::start_with_capacity(MAX_CAPACITY + 1).is_err());
+    });
+}
+
+/// How a task of one pool waits on work of another in the cross-pool
+/// cases.
+#[derive(Clone, Copy, Debug)]
+enum CrossWait {
+    /// `spawn` there, then `JoinHandle::join`.
+    Handle,
+    /// `join` on the other pool.
+    Join,
+    /// `scope` on the other pool.
+    Scope,
+}
+
+/// Runs `f` on `pool` the way `how` says and returns its result.
+fn call_in(
+    pool: &PoolHandle,
+    lane: Lane,
+    how: CrossWait,
+    f: impl FnOnce() -> u32 + Send + 'static,
+) -> u32 {
+    match how {
+        CrossWait::Handle => pool.spawn(lane, f).unwrap().join().unwrap(),
+        CrossWait::Join => pool.join(|| 0, f).1,
+        CrossWait::Scope => {
+            let mut out = 0;
+            pool.scope(|s| s.spawn(|_| out = f()));
+            out
+        }
+    }
+}
+
+/// Case 2: two pools of one worker each. A task on P1 waits on a task of
+/// P2, which waits on a task of P1. P1's only worker used to sit in the
+/// wait on P2 running none of P1's work (or as P2's guest, running only
+/// P2's), so the last task never started. Now a thread of one pool that
+/// waits on another keeps running its own pool's work.
+#[test]
+fn calls_across_two_pools_that_call_back() {
+    for outer in [CrossWait::Handle, CrossWait::Join, CrossWait::Scope] {
+        for inner in [CrossWait::Handle, CrossWait::Join, CrossWait::Scope] {
+            for lane in [Lane::FrameCritical, Lane::Normal, Lane::Background] {
+                let value = within_watchdog("a call across two pools that calls back", move || {
+                    let p1 = Pool::builder().threads(1).build().unwrap();
+                    let p2 = Pool::builder().threads(1).build().unwrap();
+                    let (h1, h2) = (p1.handle(), p2.handle());
+                    // The result comes back through a channel, received
+                    // inside a `join` on P1: this thread holds P1's guest
+                    // slot but runs none of P1's work, as a frame's thread
+                    // running a long main-thread node does.
+                    let (send, receive) = mpsc::channel();
+                    let _task = p1
+                        .spawn(lane, move || {
+                            let value = call_in(&h2, Lane::Normal, outer, move || {
+                                call_in(&h1, Lane::Normal, inner, || 7)
+                            });
+                            send.send(value).unwrap();
+                        })
+                        .unwrap();
+                    p1.join(move || receive.recv().unwrap(), || ()).0
+                });
+                assert_eq!(value, 7, "{outer:?} then {inner:?} from {lane:?}");
+            }
+        }
+    }
+}
+
+/// Case 2 in a frame: a node of a graph on P1 calls into P2, whose task
+/// spawns on P1 and joins, while the frame's thread runs a pinned node.
+#[test]
+fn a_frame_node_calling_across_pools_that_call_back() {
+    use engine_tasks::TaskGraph;
+    let value = within_watchdog("a frame node calling across pools", || {
+        let p1 = Pool::builder().threads(1).build().unwrap();
+        let p2 = Pool::builder().threads(1).build().unwrap();
+        let (h1, h2) = (p1.handle(), p2.handle());
+        let mut b = TaskGraph::<std::sync::atomic::AtomicU32>::builder();
+        b.node("cross", Lane::FrameCritical, move |cx| {
+            let h1 = h1.clone();
+            let got = call_in(&h2, Lane::Normal, CrossWait::Handle, move || {
+                call_in(&h1, Lane::Normal, CrossWait::Handle, || 7)
+            });
+            cx.data()
+                .fetch_add(got, std::sync::atomic::Ordering::Relaxed);
+        });
+        b.main_thread_node("pinned", |_| std::thread::sleep(Duration::from_millis(20)));
+        let mut graph = b.build().unwrap();
+        let data = std::sync::atomic::AtomicU32::new(0);
+        for _ in 0..10 {
+            graph.run(&p1, &data).unwrap();
+        }
+        data.into_inner()
+    });
+    assert_eq!(value, 70);
+}
+
+/// Case 6: `max_queued` counted live threads, not busy ones, so an idle
+/// thread refused work. Now a task counts against `max_queued` only when no
+/// idle thread will take it.
+#[test]
+fn an_idle_blocking_thread_never_causes_a_refusal() {
+    within_watchdog("idle blocking threads and max_queued", || {
+        // One idle thread, no queue: the task goes to the idle thread.
+        let pool = BlockingPool::builder()
+            .cap(1)
+            .max_queued(0)
+            .build()
+            .unwrap();
+        assert_eq!(pool.spawn(|| 1).unwrap().wait().unwrap(), 1);
+        while pool.metrics().idle_threads < 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(pool.metrics().queued, 0);
+        assert_eq!(
+            pool.spawn(|| 2)
+                .expect("an idle thread takes it")
+                .wait()
+                .unwrap(),
+            2
+        );
+
+        // Two idle threads, room for one waiting task: a burst of three is
+        // two tasks taken by the idle threads and one queued. A fourth
+        // waits behind them only if neither thread is free yet.
+        let pool = BlockingPool::builder()
+            .cap(2)
+            .max_queued(1)
+            .build()
+            .unwrap();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Arc::new(std::sync::Mutex::new(gate));
+        let warm: Vec<_> = (0..2)
+            .map(|_| {
+                let gate = gate.clone();
+                pool.spawn(move || {
+                    let _ = gate.lock().unwrap().recv();
+                })
+                .unwrap()
+            })
+            .collect();
+        release.send(()).unwrap();
+        release.send(()).unwrap();
+        for task in warm {
+            task.wait().unwrap();
+        }
+        while pool.metrics().idle_threads < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let burst: Vec<_> = (0..3)
+            .map(|i| {
+                pool.spawn(move || i)
+                    .expect("no task of the burst is refused")
+            })
+            .collect();
+        let results: Vec<_> = burst.into_iter().map(|t| t.wait().unwrap()).collect();
+        assert_eq!(results, [0, 1, 2]);
     });
 }

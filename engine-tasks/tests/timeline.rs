@@ -31,8 +31,12 @@ fn recorded_events_match_counters_and_the_trace_is_complete() {
     std::thread::sleep(Duration::from_millis(300));
 
     let before = pool.stats();
-    assert!(timeline::start());
-    assert!(!timeline::start(), "one session at a time");
+    timeline::start().expect("no other session records");
+    assert_eq!(
+        timeline::start(),
+        Err(timeline::StartError::AlreadyRecording),
+        "one session at a time"
+    );
     for _ in 0..20 {
         assert_eq!(fib(&pool, 20), 6765);
         graph.run(&pool, &()).unwrap();

@@ -239,7 +239,7 @@ fn main() {
     let trace_from = args.frames.saturating_sub(args.trace_frames.max(1));
     for frame in 0..args.frames {
         if args.trace.is_some() && frame == trace_from {
-            engine_tasks::timeline::start();
+            engine_tasks::timeline::start().expect("no other timeline session runs");
         }
         // Start of the frame: take the assets that finished, ask for more.
         asset_events.clear();

@@ -57,9 +57,8 @@ use crate::countdown::Countdown;
 use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
-use crate::latch::Latch;
+use crate::latch::{Latch, Waiter};
 use crate::node_marks::{NodeMarks, Sleepers};
-use crate::park::Parker;
 use crate::pool::PoolHandle;
 use crate::queue::TaskQueue;
 use crate::spawn::panic_message;
@@ -74,7 +73,6 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 /// "No slot" for thread indices, and "no node" for `released_by`.
@@ -208,28 +206,6 @@ struct HelperTask<C: ?Sized> {
     list: u32,
 }
 
-/// Who to wake when a pinned node is ready.
-#[derive(Clone)]
-enum Waker {
-    Slot(*const Parker),
-    Thread(Thread),
-}
-
-impl Waker {
-    fn wake(self) {
-        match self {
-            // SAFETY: the parker lives in the pool's shared state. The thread
-            // waking is either one of the pool's threads (which hold the
-            // shared state through their `Arc`) or runs inside a wait on this
-            // pool (whose caller borrows a handle to it), so the state
-            // outlives this call even if the frame ended right after the
-            // inbox push that preceded it.
-            Waker::Slot(parker) => unsafe { (*parker).unpark() },
-            Waker::Thread(thread) => thread.unpark(),
-        }
-    }
-}
-
 /// Set by the frame's thread before it queues the roots; read-only while
 /// the frame runs.
 struct FrameInputs<C: ?Sized> {
@@ -241,7 +217,7 @@ struct FrameInputs<C: ?Sized> {
     /// nothing, so it does not take one.
     count_epoch: u64,
     thread_slot: u32,
-    waker: Option<Waker>,
+    waker: Option<Waiter>,
     /// The lane of every node, for planned frames (which need one).
     lane: Lane,
     /// How long a walker of a planned frame looks for a ready node before
@@ -567,9 +543,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // SAFETY: no task of this frame is queued yet.
                 let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
                 inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
+                // Who to wake when a pinned node is ready. A slot's parker
+                // lives in the pool's shared state, which outlives every
+                // node: the pool's threads hold it through their `Arc`, and
+                // the frame's thread waits in the pool, its caller borrowing
+                // a handle.
                 inputs.waker = Some(match local {
-                    Some(l) => Waker::Slot(pool_shared.sleep.parker(l.index())),
-                    None => Waker::Thread(thread::current()),
+                    Some(l) => Waiter::Slot(pool_shared.sleep.parker(l.index())),
+                    None => worker::waiter_without_slot(),
                 });
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
