@@ -154,6 +154,7 @@ impl BlockingPoolBuilder {
 
 /// A [`BlockingPoolBuilder`] configuration that makes no sense.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BlockingBuildError {
     /// A cap of zero threads could never run anything.
     ZeroCap,
@@ -177,6 +178,7 @@ impl fmt::Display for BlockingBuildError {
 impl std::error::Error for BlockingBuildError {}
 
 /// Why a blocking task was refused; holds the closure so nothing is lost.
+#[non_exhaustive]
 pub enum BlockingError<F> {
     /// The pool is shutting down.
     ShutDown(F),

@@ -117,13 +117,13 @@ pub use lane::Lane;
 #[cfg(not(loom))]
 pub use {
     blocking::{
-        BlockingError, BlockingMetrics, BlockingPool, BlockingPoolBuilder, BlockingPoolHandle,
-        BlockingTask,
+        BlockingBuildError, BlockingError, BlockingMetrics, BlockingPool, BlockingPoolBuilder,
+        BlockingPoolHandle, BlockingTask,
     },
     cancel::CancellationToken,
     graph::{
-        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, ReadyOrder, TaskGraph,
-        TaskGraphBuilder,
+        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, ReadyOrder,
+        TaskGraph, TaskGraphBuilder,
     },
     pool::{
         default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle,
@@ -133,4 +133,5 @@ pub use {
     scope::Scope,
     spawn::{panic_message, JoinError, JoinHandle},
     stats::{LaneStats, PoolStats, ThreadStats},
+    timeline::TimelineError,
 };

@@ -22,6 +22,7 @@ pub const MIN_STACK_SIZE: usize = 64 * 1024;
 
 /// Why a pool configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// More worker threads than the pool supports.
     TooManyThreads {
@@ -192,6 +193,7 @@ fn default_threads() -> usize {
 
 /// A spawn refused because the pool is shutting down; holds the closure so
 /// nothing is lost.
+#[non_exhaustive]
 pub struct SpawnError<F> {
     task: F,
 }

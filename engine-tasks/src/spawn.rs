@@ -248,6 +248,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// Why a task produced no result.
+#[non_exhaustive]
 pub enum JoinError {
     /// The task panicked; the payload is what it panicked with.
     Panicked(Box<dyn Any + Send + 'static>),

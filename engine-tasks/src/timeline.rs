@@ -52,7 +52,7 @@ pub const MAX_CAPACITY: usize = 1 << 24;
 /// Why a session did not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum StartError {
+pub enum TimelineError {
     /// A session is already recording; [`stop`] it first.
     AlreadyRecording,
     /// The capacity asked for is over [`MAX_CAPACITY`].
@@ -62,11 +62,11 @@ pub enum StartError {
     },
 }
 
-impl fmt::Display for StartError {
+impl fmt::Display for TimelineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::AlreadyRecording => f.write_str("a timeline session is already recording"),
-            StartError::CapacityTooLarge { requested } => write!(
+            TimelineError::AlreadyRecording => f.write_str("a timeline session is already recording"),
+            TimelineError::CapacityTooLarge { requested } => write!(
                 f,
                 "a timeline capacity of {requested} events per thread is over the maximum of {MAX_CAPACITY}"
             ),
@@ -74,7 +74,7 @@ impl fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for TimelineError {}
 
 /// Whether a session is recording. Relaxed everywhere: a point that misses
 /// the start or the stop by a moment records or skips one event.
@@ -396,22 +396,22 @@ pub(crate) fn lane_code(lane: Lane) -> u32 {
 /// assert_eq!(recorded.count("task").events, 1);
 /// // `recorded.write_chrome_trace(file)` writes it for Perfetto.
 /// ```
-pub fn start() -> Result<(), StartError> {
+pub fn start() -> Result<(), TimelineError> {
     start_with_capacity(DEFAULT_CAPACITY)
 }
 
 /// Starts a recording session with room for `capacity` events per thread
 /// (at least 16, at most [`MAX_CAPACITY`]). Fails (and changes nothing) if a
 /// session is already recording or the capacity is over the maximum.
-pub fn start_with_capacity(capacity: usize) -> Result<(), StartError> {
+pub fn start_with_capacity(capacity: usize) -> Result<(), TimelineError> {
     if capacity > MAX_CAPACITY {
-        return Err(StartError::CapacityTooLarge {
+        return Err(TimelineError::CapacityTooLarge {
             requested: capacity,
         });
     }
     let mut current = sessions().lock().unwrap_or_else(|e| e.into_inner());
     if current.is_some() {
-        return Err(StartError::AlreadyRecording);
+        return Err(TimelineError::AlreadyRecording);
     }
     // Relaxed: the session mutex orders the bookkeeping; events racing the
     // start are simply not recorded.

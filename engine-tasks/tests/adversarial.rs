@@ -143,12 +143,12 @@ fn dropping_the_last_pool_inside_its_own_task() {
 /// and no session starts.
 #[test]
 fn a_huge_timeline_capacity_is_an_error() {
-    use engine_tasks::timeline::{self, StartError, MAX_CAPACITY};
+    use engine_tasks::timeline::{self, TimelineError, MAX_CAPACITY};
     in_child_process("a_huge_timeline_capacity_is_an_error", || {
         let requested = usize::MAX / 4;
         assert_eq!(
             timeline::start_with_capacity(requested),
-            Err(StartError::CapacityTooLarge { requested })
+            Err(TimelineError::CapacityTooLarge { requested })
         );
         assert!(!timeline::is_recording());
         let pool = Pool::builder().threads(1).build().unwrap();
@@ -313,4 +313,22 @@ fn an_idle_blocking_thread_never_causes_a_refusal() {
         let results: Vec<_> = burst.into_iter().map(|t| t.wait().unwrap()).collect();
         assert_eq!(results, [0, 1, 2]);
     });
+}
+
+/// Every public error type is named at the crate root and is a
+/// `std::error::Error`, so callers can box it, `?` it and print it.
+#[test]
+fn every_public_error_is_an_error_at_the_crate_root() {
+    // Not `Sync`: the panic-carrying ones hold a `Box<dyn Any + Send>`, as
+    // `std::thread::Result` does.
+    fn is_error<E: std::error::Error + Send + 'static>() {}
+    is_error::<engine_tasks::BuildError>();
+    is_error::<engine_tasks::SpawnError<fn()>>();
+    is_error::<engine_tasks::JoinError>();
+    is_error::<engine_tasks::GraphError>();
+    is_error::<engine_tasks::FrameError>();
+    is_error::<engine_tasks::NodePanic>();
+    is_error::<engine_tasks::BlockingBuildError>();
+    is_error::<engine_tasks::BlockingError<fn()>>();
+    is_error::<engine_tasks::TimelineError>();
 }

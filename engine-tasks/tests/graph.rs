@@ -1,7 +1,7 @@
 //! Behaviour of task graphs: ordering, exactly-once, pinning, panics,
 //! validation, frame data, fan-out inside nodes, work across frames.
 
-use engine_tasks::graph::{NodeOutcome, NodePanic};
+use engine_tasks::graph::NodeOutcome;
 use engine_tasks::{FrameError, FrameSharing, GraphError, Lane, Pool, ReadyOrder, TaskGraph};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -451,18 +451,27 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
             }
             let err: FrameError = result.unwrap_err();
             assert_eq!(err.frame, frame);
+            let names: Vec<_> = err
+                .panicked
+                .iter()
+                .map(|p| (&*p.node, &*p.message))
+                .collect();
+            let message = format!("physics exploded in frame {frame}");
+            assert_eq!(names, [("physics", &*message)]);
             assert_eq!(
-                err.panicked,
-                vec![NodePanic {
-                    node: "physics".into(),
-                    message: format!("physics exploded in frame {frame}")
-                }]
+                err.panicked[0].payload.downcast_ref::<String>(),
+                Some(&message),
+                "the node's own payload"
             );
             assert_eq!(
                 err.skipped,
                 vec!["collide".to_string(), "render".to_string()]
             );
             assert!(err.to_string().contains("physics exploded"));
+            let resumed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| err.resume_unwind()))
+                    .unwrap_err();
+            assert_eq!(resumed.downcast_ref::<String>(), Some(&message));
             assert_eq!(ran_now, ["audio", "input", "ui"]);
             let outcomes: Vec<_> = graph.last_frame().nodes().map(|n| n.outcome).collect();
             use NodeOutcome::*;

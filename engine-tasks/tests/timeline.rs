@@ -34,7 +34,7 @@ fn recorded_events_match_counters_and_the_trace_is_complete() {
     timeline::start().expect("no other session records");
     assert_eq!(
         timeline::start(),
-        Err(timeline::StartError::AlreadyRecording),
+        Err(timeline::TimelineError::AlreadyRecording),
         "one session at a time"
     );
     for _ in 0..20 {

@@ -119,6 +119,7 @@ pub use stats::{FrameSharing, FrameStats, NodeOutcome, NodeTiming};
 use crate::lane::Lane;
 use crate::pool::PoolHandle;
 use runtime::{Runtime, ShareThreshold};
+use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
@@ -172,6 +173,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
 
 /// A graph that cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GraphError {
     /// Two nodes have this name.
     DuplicateNode(String),
@@ -217,17 +219,59 @@ impl fmt::Display for GraphError {
 impl std::error::Error for GraphError {}
 
 /// A node that panicked in a frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodePanic {
     /// The node's name.
     pub node: String,
     /// The panic message (`"<non-string panic payload>"` if it had none).
     pub message: String,
+    /// The value the node panicked with, as `catch_unwind` returns it.
+    pub payload: Box<dyn Any + Send>,
+}
+
+impl NodePanic {
+    /// Re-raises the node's panic on the calling thread, with its own
+    /// payload (`std::panic::resume_unwind`).
+    pub fn resume_unwind(self) -> ! {
+        std::panic::resume_unwind(self.payload)
+    }
+}
+
+impl fmt::Display for NodePanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {:?} panicked: {}", self.node, self.message)
+    }
+}
+
+impl std::error::Error for NodePanic {}
+
+impl fmt::Debug for NodePanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodePanic")
+            .field("node", &self.node)
+            .field("message", &self.message)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A frame in which nodes panicked. Every other node that did not depend on
 /// them ran; the next frame runs normally.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// To treat a node's panic as the caller's own, re-raise it:
+///
+/// ```should_panic
+/// use engine_tasks::{Lane, Pool, TaskGraph};
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let mut builder = TaskGraph::<()>::builder();
+/// builder.node("physics", Lane::FrameCritical, |_| panic!("exploded"));
+/// let mut graph = builder.build().unwrap();
+/// if let Err(error) = graph.run(&pool, &()) {
+///     error.resume_unwind(); // panics with "exploded"
+/// }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
 pub struct FrameError {
     /// The frame's number.
     pub frame: u64,
@@ -238,12 +282,23 @@ pub struct FrameError {
     pub skipped: Vec<String>,
 }
 
+impl FrameError {
+    /// Re-raises the first panicked node's panic (in declaration order) on
+    /// the calling thread, with its own payload.
+    pub fn resume_unwind(mut self) -> ! {
+        if self.panicked.is_empty() {
+            std::panic::resume_unwind(Box::new(self.to_string()));
+        }
+        self.panicked.swap_remove(0).resume_unwind()
+    }
+}
+
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "frame {}: ", self.frame)?;
         for (i, p) in self.panicked.iter().enumerate() {
             let sep = if i == 0 { "" } else { "; " };
-            write!(f, "{sep}node {:?} panicked: {}", p.node, p.message)?;
+            write!(f, "{sep}{p}")?;
         }
         if !self.skipped.is_empty() {
             write!(f, "; skipped: {}", self.skipped.join(", "))?;

@@ -864,10 +864,15 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     let message = payload
                         .as_deref()
                         .and_then(panic_message)
-                        .unwrap_or("<non-string panic payload>");
+                        .unwrap_or("<non-string panic payload>")
+                        .to_owned();
+                    // A panicked node always leaves its payload; a message
+                    // stands in should that ever change.
+                    let payload = payload.unwrap_or_else(|| Box::new(message.clone()));
                     error.panicked.push(NodePanic {
                         node: node.name.to_string(),
-                        message: message.to_owned(),
+                        message,
+                        payload,
                     });
                 }
                 NodeOutcome::Skipped => error.skipped.push(node.name.to_string()),
