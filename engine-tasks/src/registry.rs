@@ -339,8 +339,27 @@ impl Shared {
     }
 
     pub(crate) fn release_background(&self) {
+        self.release_background_permits(1);
+    }
+
+    /// Gives back `n` permits (a waiting thread lends its own).
+    pub(crate) fn release_background_permits(&self, n: u32) {
         // Relaxed: see `try_acquire_background`.
-        self.background_running.fetch_sub(1, Ordering::Relaxed);
+        self.background_running
+            .fetch_sub(n as usize, Ordering::Relaxed);
+    }
+
+    /// Takes `n` permits back whether or not the cap allows (a wait that
+    /// lent them has ended; worker.rs, `lend_background_permits`).
+    pub(crate) fn force_acquire_background_permits(&self, n: u32) {
+        // Relaxed: see `try_acquire_background`.
+        self.background_running
+            .fetch_add(n as usize, Ordering::Relaxed);
+    }
+
+    /// Whether work of `lane` is queued anywhere in the pool.
+    pub(crate) fn has_visible_work(&self, lane: Lane) -> bool {
+        !self.injector[lane.index()].is_empty() || self.slots.iter().any(|slot| slot.has_work(lane))
     }
 
     /// Queues a task submitted by a thread without a slot of this pool.

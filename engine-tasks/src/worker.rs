@@ -83,6 +83,12 @@ enum Idle {
     Stopped,
 }
 
+/// Background permits lent by a wait, and the background depth it hid.
+struct Lent {
+    permits: u32,
+    depth: u32,
+}
+
 /// The owner's context of one slot: `!Send`, `!Sync`, one per thread.
 pub(crate) struct Local<'a> {
     pub(crate) shared: &'a Shared,
@@ -95,9 +101,13 @@ pub(crate) struct Local<'a> {
     advertised: Cell<u8>,
     searching: Cell<bool>,
     lane: Cell<Lane>,
-    /// Background tasks running on this thread's stack (nested ones run
-    /// while an outer one waits).
+    /// Background tasks running on this thread's stack since its innermost
+    /// wait began (a wait lends the permits of those below it and counts
+    /// from zero again, see `Local::lend_background_permits`).
     background_depth: Cell<u32>,
+    /// Background permits held for tasks on this thread's stack since its
+    /// innermost wait began.
+    held_permits: Cell<u32>,
     /// Waits on this thread's stack (a thread that waits runs other tasks
     /// inside the wait, on top of what it waits in).
     wait_depth: Cell<u32>,
@@ -139,6 +149,7 @@ impl<'a> Local<'a> {
             searching: Cell::new(searching),
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
+            held_permits: Cell::new(0),
             wait_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
@@ -589,10 +600,57 @@ impl<'a> Local<'a> {
 
     pub(crate) fn run_found(&self, found: Found) {
         self.hand_on_search(found.lane);
+        let permit = u32::from(found.background_permit);
+        self.held_permits.set(self.held_permits.get() + permit);
         self.run_task(found.task, found.lane);
+        self.held_permits.set(self.held_permits.get() - permit);
         if found.background_permit {
             self.shared.release_background();
         }
+    }
+
+    /// A thread that blocks in a wait lends the pool the background permits
+    /// of the tasks below it on its stack, until the wait ends: a blocked
+    /// task runs nothing of its own, so it occupies no worker (the thread
+    /// runs other work in the wait), and a permit it kept would stall every
+    /// background task that the awaited work waits for in turn, wherever it
+    /// is queued (a background task joins a task of another pool that
+    /// queues a background task here and joins it). In the wait the thread
+    /// runs background work under the same permits as everyone else.
+    ///
+    /// Lent permits are taken back when the wait ends, even if others hold
+    /// every permit by then: the resumed task cannot be put off. So the
+    /// cap bounds background tasks that are running, not blocked ones, and
+    /// resumed tasks may exceed it until the next background task ends.
+    fn lend_background_permits(&self) -> Lent {
+        let lent = Lent {
+            permits: self.held_permits.replace(0),
+            depth: self.background_depth.replace(0),
+        };
+        if lent.permits > 0 {
+            self.shared.release_background_permits(lent.permits);
+            // A thread may have been turned away from background work for
+            // want of a permit: wake one for it. SeqCst: a Dekker pair with
+            // the pusher's fence in `notify` and the fence every thread
+            // issues before its last look ahead of parking (idle.rs). If our
+            // fence comes first in the SeqCst order, those later looks see
+            // the permits free; if the pusher's comes first, the look below
+            // sees its task.
+            fence(Ordering::SeqCst);
+            if self.shared.has_visible_work(Lane::Background) {
+                self.shared.notify(Lane::Background);
+            }
+        }
+        lent
+    }
+
+    /// Ends a wait's loan (`lend_background_permits`).
+    fn take_back_background_permits(&self, lent: Lent) {
+        if lent.permits > 0 {
+            self.shared.force_acquire_background_permits(lent.permits);
+        }
+        self.held_permits.set(lent.permits);
+        self.background_depth.set(lent.depth);
     }
 
     /// This thread found work of `lane`. If it was the last searcher, there
@@ -880,6 +938,7 @@ impl<'a> Local<'a> {
     ) {
         let mut registered = false;
         self.wait_depth.set(self.wait_depth.get() + 1);
+        let lent = self.lend_background_permits();
         while !latch.is_set() {
             if self.credit.settle_if_last(latch) {
                 continue;
@@ -907,6 +966,7 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
+        self.take_back_background_permits(lent);
         self.wait_depth.set(self.wait_depth.get() - 1);
         // Back to the code that waited, which may block on anything.
         self.credit.settle();
@@ -1133,12 +1193,16 @@ pub(crate) fn waiter_without_slot() -> Waiter {
     })
 }
 
+/// Runs one queued task of `shared` that no slot owner would run, on a
+/// thread without a slot there: only when `shared` has no thread to run it
+/// (none started, or shutting down). Background tasks need no permit here:
+/// the cap keeps workers free for frame work, and there are none to keep;
+/// a permit would also be held while the task blocks, and the thread's own
+/// wait further down might need it (a background task of a pool without
+/// threads that waits on another pool whose task queues a background task
+/// back into it).
 fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
     for &lane in floor.and_above() {
-        let background = lane == Lane::Background;
-        if background && !shared.try_acquire_background() {
-            continue;
-        }
         let injector = &shared.injector[lane.index()];
         let task = injector
             .try_lock()
@@ -1161,13 +1225,7 @@ fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
                 let _span = instrument::task(lane, task.site());
                 task.run();
             }
-            if background {
-                shared.release_background();
-            }
             return true;
-        }
-        if background {
-            shared.release_background();
         }
     }
     false

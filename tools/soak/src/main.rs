@@ -7,13 +7,19 @@
 //! that the graph's shared frames run planned), fan out with
 //! `parallel_for`, spawn nested tasks (which spawn more), submit blocking
 //! tasks whose results come back on the pool, and panic at random
-//! (injected). Spawned tasks capture tracked values, some of which panic
-//! when dropped. At the end of the round both pools are dropped (shut down)
+//! (injected). Some nodes run chains of nested joins across lanes under
+//! the round's random background cap (a background task joins a normal one
+//! that joins a background one), and some call into a second pool whose
+//! task calls back into the first and waits (by `JoinHandle::join`, `join`
+//! or `scope`). Spawned tasks capture tracked values, some of which panic
+//! when dropped. At the end of the round the pools are dropped (shut down)
 //! with work possibly still queued. After every round it checks:
 //!
 //! * every node ran exactly once per frame, except the ones the frame's
 //!   error reports as panicked or skipped;
 //! * every spawned task ran exactly once, or panicked (its handle says so);
+//! * every chain of nested joins and every call across the two pools
+//!   returned, with the full value unless an injected panic cut it short;
 //! * every tracked value was dropped (a live counter returns to zero);
 //! * no frame took longer than the watchdog limit; a stuck round prints the
 //!   pool's state and exits with an error instead of hanging;
@@ -110,6 +116,61 @@ struct Frame {
     blocking: engine_tasks::BlockingPoolHandle,
     continuations: Arc<AtomicU64>,
     continuations_sent: AtomicU64,
+    /// The round's second pool, for calls that cross pools and call back.
+    other: PoolHandle,
+    /// Chains of nested joins and cross-pool calls: started, and finished
+    /// with the full value.
+    chains: AtomicU64,
+    chains_whole: AtomicU64,
+}
+
+/// How a chain waits on the next pool or lane.
+#[derive(Clone, Copy)]
+enum Wait {
+    Handle,
+    Join,
+    Scope,
+}
+
+impl Wait {
+    fn random(rng: &mut Rng) -> Wait {
+        [Wait::Handle, Wait::Join, Wait::Scope][rng.below(3) as usize]
+    }
+
+    /// Runs `f` on `pool` in `lane` and waits for it the way `self` says:
+    /// its value, or 0 if a panic (injected) interrupted it.
+    fn call(self, pool: &PoolHandle, lane: Lane, f: impl FnOnce() -> u32 + Send + 'static) -> u32 {
+        fn caught(f: impl FnOnce() -> u32) -> u32 {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(0)
+        }
+        match self {
+            Wait::Handle => pool
+                .spawn(lane, f)
+                .ok()
+                .and_then(|task| task.join().ok())
+                .unwrap_or(0),
+            Wait::Join => caught(|| pool.join(|| 0, f).1),
+            Wait::Scope => caught(|| {
+                let result = AtomicU64::new(0);
+                pool.scope(|s| s.spawn(|_| result.store(u64::from(f()), Ordering::Relaxed)));
+                result.into_inner() as u32
+            }),
+        }
+    }
+}
+
+/// A chain of `lanes.len()` nested waits on `pool`, each in the next lane:
+/// the shape of a background task that joins a normal task that joins a
+/// background task. Returns one per level that completed.
+fn nested_chain(pool: &PoolHandle, lanes: Vec<Lane>, waits: Vec<Wait>) -> u32 {
+    let Some((&lane, rest)) = lanes.split_first() else {
+        return 0;
+    };
+    let (inner, rest, more_waits) = (pool.clone(), rest.to_vec(), waits[1..].to_vec());
+    let value = waits[0].call(pool, lane, move || {
+        1 + nested_chain(&inner, rest, more_waits)
+    });
+    std::hint::black_box(value)
 }
 
 /// Spawns a task that records its run and, `depth` times, a nested one.
@@ -151,7 +212,9 @@ fn build_graph(rng: &mut Rng, nodes: usize, plannable: bool) -> TaskGraph<Frame>
             _ => Lane::FrameCritical,
         };
         let pinned = !plannable && rng.below(10) == 0;
-        let action = rng.below(5);
+        let action = rng.below(7);
+        let chain_lanes: Vec<Lane> = (0..3).map(|_| Lane::ALL[rng.below(3) as usize]).collect();
+        let chain_waits: Vec<Wait> = (0..3).map(|_| Wait::random(rng)).collect();
         let body = move |cx: &NodeContext<'_, Frame>| {
             let frame = cx.data();
             frame.node_runs[i].fetch_add(1, Ordering::SeqCst);
@@ -183,6 +246,27 @@ fn build_graph(rng: &mut Rng, nodes: usize, plannable: bool) -> TaskGraph<Frame>
                         });
                     }
                 }),
+                4 => {
+                    // Nested joins across lanes, under the round's cap.
+                    frame.chains.fetch_add(1, Ordering::Relaxed);
+                    let depth = chain_lanes.len() as u32;
+                    if nested_chain(cx.pool(), chain_lanes.clone(), chain_waits.clone()) == depth {
+                        frame.chains_whole.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                5 => {
+                    // Into the second pool, which calls back into this one.
+                    frame.chains.fetch_add(1, Ordering::Relaxed);
+                    let home = cx.pool().clone();
+                    let (there, back) = (chain_waits[0], chain_waits[1]);
+                    let back_lane = chain_lanes[1];
+                    let value = there.call(&frame.other, chain_lanes[0], move || {
+                        1 + back.call(&home, back_lane, || 1)
+                    });
+                    if value == 2 {
+                        frame.chains_whole.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 _ => {}
             }
         };
@@ -227,6 +311,8 @@ struct Totals {
     tasks: u64,
     task_panics: u64,
     continuations: u64,
+    chains: u64,
+    chains_whole: u64,
     spawn_failures: u64,
     max_frame: Duration,
 }
@@ -278,6 +364,14 @@ fn main() {
         let threads = 1 + rng.below(4) as usize;
         let pool = Pool::builder()
             .threads(threads)
+            .background_cap(1 + rng.below(threads as u64) as usize)
+            .build()
+            .expect("valid pool");
+        let other_threads = 1 + rng.below(2) as usize;
+        let other = Pool::builder()
+            .threads(other_threads)
+            .background_cap(1 + rng.below(other_threads as u64) as usize)
+            .thread_name_prefix("soak-other")
             .build()
             .expect("valid pool");
         let blocking = BlockingPool::builder()
@@ -296,14 +390,19 @@ fn main() {
             blocking: blocking.handle(),
             continuations: Arc::new(AtomicU64::new(0)),
             continuations_sent: AtomicU64::new(0),
+            other: other.handle(),
+            chains: AtomicU64::new(0),
+            chains_whole: AtomicU64::new(0),
         };
         let frames = 1 + rng.below(10);
         for f in 0..frames {
             *status.lock().unwrap() = format!(
-                "round {} frame {f}: {nodes} nodes, {threads} workers\npool: {:?}\nqueued: {:?}\nblocking: {:?}",
+                "round {} frame {f}: {nodes} nodes, {threads} workers\npool: {:?}\nqueued: {:?}\nother pool: {:?}\nqueued there: {:?}\nblocking: {:?}",
                 totals.rounds,
                 pool.stats(),
                 Lane::ALL.map(|l| pool.queued(l)),
+                other.stats(),
+                Lane::ALL.map(|l| other.queued(l)),
                 blocking.metrics(),
             );
             let before: Vec<u64> = frame
@@ -356,6 +455,7 @@ fn main() {
         drop(graph);
         drop(blocking);
         drop(pool);
+        drop(other);
         for (id, handle) in spawned {
             totals.tasks += 1;
             match handle.join() {
@@ -381,6 +481,8 @@ fn main() {
             "every blocking result came back"
         );
         totals.continuations += sent;
+        totals.chains += frame.chains.load(Ordering::SeqCst);
+        totals.chains_whole += frame.chains_whole.load(Ordering::SeqCst);
         drop(frame);
         assert_eq!(
             LIVE.load(Ordering::SeqCst),
@@ -428,6 +530,10 @@ fn main() {
     println!(
         "| blocking results continued on the pool | {} | all arrived, including across shutdown |",
         totals.continuations
+    );
+    println!(
+        "| nested joins across lanes and calls across two pools | {} ({} whole) | all returned; the rest cut short by injected panics |",
+        totals.chains, totals.chains_whole
     );
     println!(
         "| pool shutdowns with queued work | {} | nothing lost; live values back to 0 |",
