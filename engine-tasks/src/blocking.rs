@@ -34,11 +34,12 @@
 use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
+use crate::latch::Latch;
 use crate::pool::PoolHandle;
 use crate::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
 use crate::spawn::JoinError;
 use crate::wakeups::{OnSubmit, Wakeups};
-use crate::worker::AbortOnUnwind;
+use crate::worker::{self, AbortOnUnwind};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -651,6 +652,9 @@ enum Outcome<T> {
 struct Completion<T> {
     outcome: Mutex<Outcome<T>>,
     finished: Condvar,
+    /// Set once `outcome` holds the result: a thread of a work-stealing
+    /// pool waits on it while it runs that pool's work.
+    done: Latch,
 }
 
 impl<T> Completion<T> {
@@ -658,6 +662,7 @@ impl<T> Completion<T> {
         Completion {
             outcome: Mutex::new(Outcome::Pending(None)),
             finished: Condvar::new(),
+            done: Latch::new(1),
         }
     }
 
@@ -675,6 +680,7 @@ impl<T> Completion<T> {
             Outcome::Pending(None) => {
                 *outcome = Outcome::Done(result);
                 drop(outcome);
+                self.done.count_down();
                 self.finished.notify_all();
             }
             Outcome::Done(_) | Outcome::Taken => unreachable!("a blocking task completed twice"),
@@ -696,9 +702,18 @@ impl<T: Send + 'static> BlockingTask<T> {
         matches!(*self.completion.lock(), Outcome::Done(_))
     }
 
-    /// Blocks the calling thread (it sleeps; it runs nothing) until the task
-    /// finishes, and returns its result or its panic.
+    /// Blocks the calling thread until the task finishes, and returns its
+    /// result or its panic.
+    ///
+    /// On a thread that works in a work-stealing [`Pool`](crate::Pool) (its
+    /// worker, or a thread waiting there as its guest) the wait runs that
+    /// pool's tasks meanwhile, of every lane, since the blocking task may
+    /// wait on one of them; do not wait while holding a lock that such
+    /// tasks take. On any other thread it sleeps and runs nothing.
     pub fn wait(self) -> Result<T, JoinError> {
+        if !self.completion.done.is_set() {
+            worker::wait_working_for_own_pool(&self.completion.done);
+        }
         let mut outcome = self.completion.lock();
         loop {
             match std::mem::replace(&mut *outcome, Outcome::Taken) {

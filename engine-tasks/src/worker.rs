@@ -882,7 +882,8 @@ impl<'a> Local<'a> {
     }
 
     /// Block-on-complete for a latch that a task of `other`, another pool,
-    /// sets: this thread keeps working for its own pool (every lane) while
+    /// sets (or, with `None`, a blocking thread of no pool): this thread
+    /// keeps working for its own pool (every lane) while
     /// it waits, so work of its own pool that the awaited task waits for in
     /// turn still runs (a worker of pool A waits on pool B, whose task waits
     /// on a task of A). First, each round: `inbox` (the pinned nodes of a
@@ -891,7 +892,7 @@ impl<'a> Local<'a> {
     /// `other`'s tasks, then this thread's own newest task.
     fn wait_for_other_pool(
         &self,
-        other: &Shared,
+        other: Option<&Shared>,
         latch: &Latch,
         other_floor: impl Fn() -> Lane,
         inbox: Option<&TaskQueue>,
@@ -903,9 +904,11 @@ impl<'a> Local<'a> {
                 task.run();
                 return true;
             }
-            let must_help = other.threads_started() == 0 || other.is_shutdown();
-            if must_help && run_one_unowned(other, other_floor()) {
-                return true;
+            if let Some(other) = other {
+                let must_help = other.threads_started() == 0 || other.is_shutdown();
+                if must_help && run_one_unowned(other, other_floor()) {
+                    return true;
+                }
             }
             match self.take_newest(floor) {
                 Some(found) => {
@@ -1152,7 +1155,7 @@ pub(crate) fn wait_without_slot(
     }
     // A thread of another pool keeps working for it while it waits.
     let waited_at_home = with_current(|home| {
-        home.map(|home| home.wait_for_other_pool(shared, latch, &floor, inbox))
+        home.map(|home| home.wait_for_other_pool(Some(shared), latch, &floor, inbox))
     });
     if waited_at_home.is_some() {
         return;
@@ -1181,6 +1184,18 @@ pub(crate) fn wait_without_slot(
             std::thread::park();
         }
     }
+}
+
+/// Waits for `latch`, which a thread outside every pool sets (a blocking
+/// thread), running the work of the pool this thread works in meanwhile
+/// (`Local::wait_for_other_pool`). Returns at once, without waiting, on a
+/// thread that works in no pool.
+pub(crate) fn wait_working_for_own_pool(latch: &Latch) {
+    with_current(|home| {
+        if let Some(home) = home {
+            home.wait_for_other_pool(None, latch, || Lane::Background, None);
+        }
+    });
 }
 
 /// How a thread without a slot in the pool it waits in is woken: through

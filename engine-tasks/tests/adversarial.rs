@@ -332,3 +332,30 @@ fn every_public_error_is_an_error_at_the_crate_root() {
     is_error::<engine_tasks::BlockingError<fn()>>();
     is_error::<engine_tasks::TimelineError>();
 }
+
+/// The rule for a blocking-pool wait: a worker waiting on a blocking task
+/// keeps running its pool's work, since the blocking task may wait on it.
+/// Here the pool's only worker waits on a blocking task that spawns a task
+/// on the pool and joins it, while the pool's guest slot is held by a
+/// thread that runs none of the pool's work. The worker used to sleep in
+/// the wait, and the task never started.
+#[test]
+fn a_worker_waiting_on_a_blocking_task_keeps_working() {
+    let value = within_watchdog("a worker waiting on a blocking task", || {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let blocking = BlockingPool::builder().cap(1).build().unwrap();
+        let (home, io) = (pool.handle(), blocking.handle());
+        let (send, receive) = mpsc::channel();
+        let _task = pool
+            .spawn(Lane::Normal, move || {
+                let back = home.clone();
+                let read = io
+                    .spawn(move || back.spawn(Lane::Normal, || 7).unwrap().join().unwrap())
+                    .unwrap();
+                send.send(read.wait().unwrap()).unwrap();
+            })
+            .unwrap();
+        pool.join(move || receive.recv().unwrap(), || ()).0
+    });
+    assert_eq!(value, 7);
+}
