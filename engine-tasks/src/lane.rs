@@ -17,7 +17,9 @@
 //!   free to pick up frame-critical work the moment it appears. A thread
 //!   blocked in a wait may still run a background task it pushed itself
 //!   (still in its LIFO slot or join deque), without a permit: it takes no
-//!   free worker, and the task may be what it waits for;
+//!   free worker, and the task may be what it waits for. A background task
+//!   blocked in a wait lends its permit until the wait ends (permits.rs), so
+//!   the cap counts running background tasks, not blocked ones;
 //! * a thread that waits in `join` (block-on-complete) only helps with work at
 //!   least as urgent as what it waits for, so a frame never waits behind a
 //!   background job that its own main thread started.

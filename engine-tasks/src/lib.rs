@@ -72,6 +72,7 @@ mod lifo;
 mod loom;
 mod node_marks;
 mod park;
+mod permits;
 mod placement;
 mod queue;
 mod ring;

@@ -42,6 +42,7 @@ use crate::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::instrument;
 use crate::lane::Lane;
 use crate::lifo::LifoSlot;
+use crate::permits::Permits;
 use crate::queue::{TaskList, TaskQueue};
 use crate::ring::Ring;
 use crate::stats::{PoolStats, SlotCounters};
@@ -146,8 +147,7 @@ pub(crate) struct Shared {
     pub(crate) advertised: [CachePadded<AtomicU64>; Lane::COUNT],
     pub(crate) sleep: Sleep,
     /// Participants running background tasks now, and the most allowed.
-    background_running: CachePadded<AtomicUsize>,
-    background_cap: usize,
+    background: Permits,
     guest_taken: CachePadded<AtomicBool>,
     /// Task-graph frames running now, and whether one ever ran (see
     /// `between_frames`).
@@ -183,8 +183,7 @@ impl Shared {
             injector: std::array::from_fn(|_| TaskQueue::new()),
             advertised: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
             sleep: Sleep::new(slots),
-            background_running: CachePadded::new(AtomicUsize::new(0)),
-            background_cap: config.background_cap,
+            background: Permits::new(config.background_cap),
             guest_taken: CachePadded::new(AtomicBool::new(false)),
             frames_in_flight: CachePadded::new(AtomicUsize::new(0)),
             frame_loop: AtomicBool::new(false),
@@ -321,40 +320,22 @@ impl Shared {
 
     /// Takes one of the `background_cap` permits to run background work.
     pub(crate) fn try_acquire_background(&self) -> bool {
-        // Relaxed: a counter of permits; the tasks themselves are handed over
-        // by the queues, not by this count.
-        let mut running = self.background_running.load(Ordering::Relaxed);
-        while running < self.background_cap {
-            match self.background_running.compare_exchange_weak(
-                running,
-                running + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => running = actual,
-            }
-        }
-        false
+        self.background.try_acquire()
     }
 
     pub(crate) fn release_background(&self) {
-        self.release_background_permits(1);
+        self.background.release(1);
     }
 
-    /// Gives back `n` permits (a waiting thread lends its own).
+    /// Gives back `n` permits (a waiting thread lends its own; permits.rs).
     pub(crate) fn release_background_permits(&self, n: u32) {
-        // Relaxed: see `try_acquire_background`.
-        self.background_running
-            .fetch_sub(n as usize, Ordering::Relaxed);
+        self.background.release(n);
     }
 
-    /// Takes `n` permits back whether or not the cap allows (a wait that
-    /// lent them has ended; worker.rs, `lend_background_permits`).
+    /// Takes `n` lent permits back whether or not the cap allows (a wait
+    /// that lent them has ended; permits.rs).
     pub(crate) fn force_acquire_background_permits(&self, n: u32) {
-        // Relaxed: see `try_acquire_background`.
-        self.background_running
-            .fetch_add(n as usize, Ordering::Relaxed);
+        self.background.force_acquire(n);
     }
 
     /// Whether work of `lane` is queued anywhere in the pool.

@@ -610,18 +610,9 @@ impl<'a> Local<'a> {
     }
 
     /// A thread that blocks in a wait lends the pool the background permits
-    /// of the tasks below it on its stack, until the wait ends: a blocked
-    /// task runs nothing of its own, so it occupies no worker (the thread
-    /// runs other work in the wait), and a permit it kept would stall every
-    /// background task that the awaited work waits for in turn, wherever it
-    /// is queued (a background task joins a task of another pool that
-    /// queues a background task here and joins it). In the wait the thread
-    /// runs background work under the same permits as everyone else.
-    ///
-    /// Lent permits are taken back when the wait ends, even if others hold
-    /// every permit by then: the resumed task cannot be put off. So the
-    /// cap bounds background tasks that are running, not blocked ones, and
-    /// resumed tasks may exceed it until the next background task ends.
+    /// of the tasks below it on its stack until the wait ends (permits.rs
+    /// says why, and why no wake-up is lost). In the wait it runs
+    /// background work under the same permits as everyone else.
     fn lend_background_permits(&self) -> Lent {
         let lent = Lent {
             permits: self.held_permits.replace(0),
@@ -630,12 +621,9 @@ impl<'a> Local<'a> {
         if lent.permits > 0 {
             self.shared.release_background_permits(lent.permits);
             // A thread may have been turned away from background work for
-            // want of a permit: wake one for it. SeqCst: a Dekker pair with
-            // the pusher's fence in `notify` and the fence every thread
-            // issues before its last look ahead of parking (idle.rs). If our
-            // fence comes first in the SeqCst order, those later looks see
-            // the permits free; if the pusher's comes first, the look below
-            // sees its task.
+            // want of a permit: wake one for it. SeqCst: pairs with the
+            // pusher's fence in `notify` and the fence before every thread's
+            // last look ahead of parking (permits.rs).
             fence(Ordering::SeqCst);
             if self.shared.has_visible_work(Lane::Background) {
                 self.shared.notify(Lane::Background);
