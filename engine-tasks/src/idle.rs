@@ -38,8 +38,9 @@
 
 use crate::lane::Lane;
 use crate::loom::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use crate::park::Parker;
+use crate::park::{Parker, Woken};
 use crossbeam_utils::CachePadded;
+use std::time::Duration;
 
 /// Most thread slots a pool can have: one bit each in a `u64` mask.
 pub(crate) const MAX_SLOTS: usize = 64;
@@ -210,6 +211,13 @@ impl Sleep {
         self.parkers[slot].park();
     }
 
+    /// Parks for at most `timeout`. A timed-out park is followed by
+    /// [`Sleep::unidle`] as a woken one is: the slot may have been claimed
+    /// meanwhile.
+    pub(crate) fn park_timeout(&self, slot: usize, timeout: Duration) -> Woken {
+        self.parkers[slot].park_timeout(timeout)
+    }
+
     /// Wakes a slot without giving it the token (join target finished,
     /// shutdown). The slot re-checks why it woke.
     pub(crate) fn unpark(&self, slot: usize) {
@@ -268,6 +276,58 @@ mod loom_models {
         if searching && sleep.end_search() {
             let _ = sleep.notify(Lane::Normal, false);
         }
+    }
+
+    /// A worker that first parks with a timeout (an early wake-up for a
+    /// forecast frame, early_wake.rs), which under loom may run out at any
+    /// point, and then as usual: one task, no lost wake-up.
+    fn worker_with_timed_park(sleep: &Sleep, work: &AtomicUsize) {
+        let take = || {
+            // Relaxed: the queue stand-in; ordering comes from the protocol.
+            let n = work.load(Ordering::Relaxed);
+            n > 0
+                && work
+                    .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+        };
+        let mut searching = false;
+        let mut timed = true;
+        loop {
+            if take() {
+                break;
+            }
+            sleep.prepare_park(0, Lane::Background, searching);
+            if take() {
+                searching = sleep.unidle(0, Lane::Background);
+                break;
+            }
+            if timed {
+                timed = false;
+                sleep.park_timeout(0, std::time::Duration::from_millis(1));
+            } else {
+                sleep.park(0);
+            }
+            searching = sleep.unidle(0, Lane::Background);
+        }
+        if searching && sleep.end_search() {
+            let _ = sleep.notify(Lane::Normal, false);
+        }
+    }
+
+    /// One push, one worker whose first park is timed: the worker runs the
+    /// task whether the push lands before, during or after the timeout.
+    #[test]
+    fn no_lost_wakeup_around_a_timed_park() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(1));
+            let work = Arc::new(AtomicUsize::new(0));
+            let w = {
+                let (sleep, work) = (sleep.clone(), work.clone());
+                thread::spawn(move || worker_with_timed_park(&sleep, &work))
+            };
+            push(&sleep, &work);
+            w.join().unwrap();
+        });
     }
 
     fn push(sleep: &Sleep, work: &AtomicUsize) {

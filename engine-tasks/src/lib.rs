@@ -61,6 +61,8 @@
 mod countdown;
 mod credit;
 mod deque;
+#[cfg(not(loom))]
+mod early_wake;
 mod fence;
 mod gate;
 mod idle;
@@ -122,6 +124,7 @@ pub use {
         BlockingPoolHandle, BlockingTask,
     },
     cancel::CancellationToken,
+    early_wake::EarlyWake,
     graph::{
         FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, ReadyOrder,
         TaskGraph, TaskGraphBuilder,

@@ -14,14 +14,32 @@
 //!
 //! `EMPTY` (no permit, nobody asleep), `PARKED` (the owner is asleep or about
 //! to be, under the mutex), `NOTIFIED` (a permit is waiting).
+//!
+//! A timed park ([`Parker::park_timeout`]) that runs out leaves `PARKED`
+//! for `EMPTY` by a compare-exchange under the mutex; if a waker swapped in
+//! `NOTIFIED` first, that fails and the park consumes the permit instead,
+//! so a permit is never lost to a timeout. The owner restores its mask
+//! (`placement.rs`) after every park in which it slept, timed out or not: a
+//! waker may have steered it and then lost the race to the timeout, leaving
+//! a permit that the next park consumes.
 
 use crate::loom::atomic::{AtomicU32, Ordering};
 use crate::loom::{Condvar, Mutex};
 use crate::placement::Placement;
+use std::time::Duration;
 
 const EMPTY: u32 = 0;
 const PARKED: u32 = 1;
 const NOTIFIED: u32 = 2;
+
+/// How a [`Parker::park_timeout`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A permit was consumed (an `unpark` before or during the park).
+    Permit,
+    /// The timeout passed with no permit.
+    TimedOut,
+}
 
 /// See the module docs.
 pub(crate) struct Parker {
@@ -84,6 +102,95 @@ impl Parker {
         }
     }
 
+    /// Like [`Parker::park`], but returns [`Woken::TimedOut`] once `timeout`
+    /// has passed with no permit. Only the slot's current owner calls this.
+    pub(crate) fn park_timeout(&self, timeout: Duration) -> Woken {
+        // Acquire: as in `park`.
+        if self
+            .state
+            .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Woken::Permit;
+        }
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Orderings as in `park`.
+        match self
+            .state
+            .compare_exchange(EMPTY, PARKED, Ordering::Relaxed, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            Err(NOTIFIED) => {
+                // Relaxed: the failed CAS above already acquired.
+                self.state.store(EMPTY, Ordering::Relaxed);
+                return Woken::Permit;
+            }
+            Err(other) => unreachable!("parker in state {other} at park"),
+        }
+        let guard = self.sleep_while_parked(guard, timeout);
+        // Still under the lock. Relaxed on success: no permit came, so there
+        // is nothing to acquire. Acquire on failure: a waker swapped in
+        // `NOTIFIED`; pairs with its Release swap, and we consume the permit.
+        let woken =
+            match self
+                .state
+                .compare_exchange(PARKED, EMPTY, Ordering::Relaxed, Ordering::Acquire)
+            {
+                Ok(_) => Woken::TimedOut,
+                Err(NOTIFIED) => {
+                    // Relaxed: the failed CAS acquired.
+                    self.state.store(EMPTY, Ordering::Relaxed);
+                    Woken::Permit
+                }
+                Err(other) => unreachable!("parker in state {other} after a timed park"),
+            };
+        drop(guard);
+        self.placement.restore();
+        woken
+    }
+
+    /// Waits on the condition variable until the state leaves `PARKED` or
+    /// `timeout` has passed; returns the lock still held.
+    #[cfg(not(loom))]
+    fn sleep_while_parked<'a>(
+        &'a self,
+        mut guard: crate::loom::MutexGuard<'a, ()>,
+        timeout: Duration,
+    ) -> crate::loom::MutexGuard<'a, ()> {
+        use std::time::Instant;
+        // `None`: a timeout past the end of time, which never passes.
+        let deadline = Instant::now().checked_add(timeout);
+        // Relaxed: the mutex orders this read with `unpark`'s swap (which
+        // is followed by a lock and notify); the caller's CAS acquires.
+        while self.state.load(Ordering::Relaxed) == PARKED {
+            let left = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => break,
+                },
+                None => Duration::MAX,
+            };
+            guard = self
+                .cvar
+                .wait_timeout(guard, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        guard
+    }
+
+    /// Under loom the timeout passes as soon as the lock is released once:
+    /// the model explores a waker's swap before, during and after the park.
+    #[cfg(loom)]
+    fn sleep_while_parked<'a>(
+        &'a self,
+        guard: crate::loom::MutexGuard<'a, ()>,
+        _timeout: Duration,
+    ) -> crate::loom::MutexGuard<'a, ()> {
+        drop(guard);
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Leaves a permit and wakes the owner if it sleeps.
     pub(crate) fn unpark(&self) {
         // The owner sleeps, so this wake-up decides its CPU: steer it first
@@ -139,6 +246,35 @@ mod loom_models {
                     parker.unpark();
                 })
             };
+            while !flag.load(Ordering::Relaxed) {
+                parker.park();
+            }
+            waker.join().unwrap();
+        });
+    }
+
+    /// A timed park that runs out never swallows a permit: whether the
+    /// waker's swap lands before, during or after it, a permit it returns
+    /// came from the waker, and one it misses is left for the next park.
+    #[test]
+    fn a_timeout_never_loses_a_permit() {
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            let flag = Arc::new(AtomicBool::new(false));
+            let waker = {
+                let parker = parker.clone();
+                let flag = flag.clone();
+                thread::spawn(move || {
+                    // Relaxed: the parker's Release/Acquire pair publishes it.
+                    flag.store(true, Ordering::Relaxed);
+                    parker.unpark();
+                })
+            };
+            if parker.park_timeout(std::time::Duration::from_millis(1)) == Woken::Permit {
+                // Relaxed: as above.
+                assert!(flag.load(Ordering::Relaxed), "a permit nobody gave");
+            }
+            // Relaxed: as above.
             while !flag.load(Ordering::Relaxed) {
                 parker.park();
             }

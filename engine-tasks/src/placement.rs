@@ -367,7 +367,7 @@ mod tests {
 mod loom_models {
     use crate::loom::atomic::{AtomicBool, Ordering};
     use crate::loom::{thread, Arc};
-    use crate::park::Parker;
+    use crate::park::{Parker, Woken};
 
     /// Two wakers race each other and the owner's park: the owner has its
     /// whole mask whenever `park` returns, and no steer lands after it left
@@ -396,6 +396,29 @@ mod loom_models {
             }
             for waker in wakers {
                 waker.join().unwrap();
+            }
+            assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
+        });
+    }
+
+    /// A timed park that runs out while a waker steers the owner: the
+    /// owner has its whole mask again when the park returns, timed out or
+    /// not, and after the waker is done.
+    #[test]
+    fn a_timed_out_park_never_keeps_a_narrowed_mask() {
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            parker.placement().register_current_thread();
+            let waker = {
+                let parker = parker.clone();
+                thread::spawn(move || parker.unpark())
+            };
+            let woken = parker.park_timeout(std::time::Duration::from_millis(1));
+            assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
+            waker.join().unwrap();
+            if woken == Woken::TimedOut {
+                // The waker's permit is still there.
+                parker.park();
             }
             assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
         });

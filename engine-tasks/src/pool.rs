@@ -2,6 +2,7 @@
 //! statistics and shutdown.
 
 use crate::cancel::CancellationToken;
+use crate::early_wake::EarlyWake;
 use crate::join as fork_join;
 use crate::lane::Lane;
 use crate::queue::TaskList;
@@ -83,6 +84,7 @@ pub struct PoolBuilder {
     name_prefix: String,
     stack_size: Option<usize>,
     spawn: Option<Arc<SpawnFn>>,
+    early_wake: EarlyWake,
 }
 
 impl Default for PoolBuilder {
@@ -93,6 +95,7 @@ impl Default for PoolBuilder {
             name_prefix: "engine-worker".into(),
             stack_size: None,
             spawn: None,
+            early_wake: EarlyWake::Forecast,
         }
     }
 }
@@ -122,6 +125,14 @@ impl PoolBuilder {
     /// Stack size of worker threads in bytes. Default: the platform's.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Whether workers wake on their own just before the next frame of a
+    /// paced loop of task-graph frames (see [`EarlyWake`]). Default:
+    /// [`EarlyWake::Forecast`].
+    pub fn early_wake(mut self, early_wake: EarlyWake) -> Self {
+        self.early_wake = early_wake;
         self
     }
 
@@ -173,6 +184,7 @@ impl PoolBuilder {
             background_cap,
             name_prefix: self.name_prefix,
             stack_size: self.stack_size,
+            early_wake: self.early_wake,
             spawn: self
                 .spawn
                 .unwrap_or_else(|| Arc::new(registry::spawn_std_thread)),

@@ -36,6 +36,7 @@
 //! that task returns.
 
 use crate::deque::Deque;
+use crate::early_wake::{EarlyWake, NextFrame};
 use crate::faults::{self, Site};
 use crate::gate::Gate;
 use crate::idle::{Notify, Sleep, MAX_SLOTS};
@@ -138,6 +139,7 @@ pub(crate) struct Config {
     pub(crate) background_cap: usize,
     pub(crate) name_prefix: String,
     pub(crate) stack_size: Option<usize>,
+    pub(crate) early_wake: EarlyWake,
     pub(crate) spawn: Arc<SpawnFn>,
 }
 
@@ -161,6 +163,11 @@ pub(crate) struct Shared {
     /// of work during one looks for more before it parks.
     shared_frames: CachePadded<AtomicUsize>,
     in_frame_wait_ticks: AtomicU64,
+    /// When the last task-graph frame on this pool ended (ticks; 0: none
+    /// yet): how long the pool was idle before the next one.
+    last_frame_end: AtomicU64,
+    /// The forecast of a paced frame loop's next frame (early_wake.rs).
+    pub(crate) next_frame: NextFrame,
     /// Closed at shutdown; external submissions pass through it.
     gate: Gate,
     /// Worker threads started; only written under `threads`' lock.
@@ -190,6 +197,8 @@ impl Shared {
             linger_ticks: AtomicU64::new(0),
             shared_frames: CachePadded::new(AtomicUsize::new(0)),
             in_frame_wait_ticks: AtomicU64::new(0),
+            last_frame_end: AtomicU64::new(0),
+            next_frame: NextFrame::new(),
             gate: Gate::default(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
@@ -263,9 +272,24 @@ impl Shared {
         self.frames_in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The frame that `frame_began` announced has ended.
-    pub(crate) fn frame_ended(&self) {
+    /// The frame that `frame_began` announced has ended, at `end_tick`.
+    pub(crate) fn frame_ended(&self, end_tick: u64) {
         self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.last_frame_end.store(end_tick, Ordering::Relaxed);
+    }
+
+    /// Whether workers may wake early for a forecast frame.
+    pub(crate) fn wakes_early(&self) -> bool {
+        self.config.early_wake == EarlyWake::Forecast
+    }
+
+    /// Whether a frame starting at `start_tick` follows an idle gap of at
+    /// least `ticks` since the pool's last frame (or is the first).
+    pub(crate) fn idle_before(&self, start_tick: u64, ticks: u64) -> bool {
+        // Relaxed: a hint, as in `frame_began`.
+        let last = self.last_frame_end.load(Ordering::Relaxed);
+        self.frames_in_flight.load(Ordering::Relaxed) == 0
+            && start_tick.saturating_sub(last) >= ticks
     }
 
     /// The pool runs a frame loop and is between two frames. A thread that

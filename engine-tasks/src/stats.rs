@@ -8,6 +8,7 @@
 use crate::clock;
 use crate::lane::Lane;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// A counter with one writer at a time.
 #[derive(Default)]
@@ -71,6 +72,10 @@ pub(crate) struct SlotCounters {
     parked_ticks: Counter,
     /// When the current park began (`0`: not parked).
     parked_since: AtomicU64,
+    /// Early wake-ups before a forecast frame (early_wake.rs), and the
+    /// nanoseconds spent looking for its work.
+    early_wakes: Counter,
+    early_wait_nanos: Counter,
 }
 
 impl SlotCounters {
@@ -109,11 +114,20 @@ impl SlotCounters {
         self.parked_ticks.get() + current
     }
 
+    /// The slot's owner woke early for a forecast frame and looked for its
+    /// work for `looked`.
+    pub(crate) fn early_wake(&self, looked: Duration) {
+        self.early_wakes.bump();
+        self.early_wait_nanos.add(looked.as_nanos() as u64);
+    }
+
     pub(crate) fn snapshot(&self) -> ThreadStats {
         ThreadStats {
             lanes: std::array::from_fn(|i| self.lanes[i].snapshot()),
             parks: self.parks.get(),
             unparks: self.unparks.get(),
+            early_wakes: self.early_wakes.get(),
+            early_wait: Duration::from_nanos(self.early_wait_nanos.get()),
         }
     }
 }
@@ -156,6 +170,12 @@ pub struct ThreadStats {
     pub parks: u64,
     /// Times the thread woke from sleep.
     pub unparks: u64,
+    /// Times the thread woke on its own just before a frame that a paced
+    /// frame loop was expected to start (see [`crate::TaskGraph::run`]).
+    pub early_wakes: u64,
+    /// Time spent looking for the expected frame's work after those
+    /// wake-ups: the CPU that waking early costs.
+    pub early_wait: Duration,
 }
 
 impl ThreadStats {

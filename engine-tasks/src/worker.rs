@@ -49,6 +49,7 @@ use crate::idle::MAX_SLOTS;
 use crate::instrument;
 use crate::lane::Lane;
 use crate::latch::{Latch, Waiter};
+use crate::park::Woken;
 use crate::placement::Placement;
 use crate::queue::{TaskList, TaskQueue};
 use crate::registry::{Shared, Slot, SlotLane};
@@ -59,6 +60,7 @@ use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Consecutive LIFO-slot runs before the ring gets a turn (volt uses 3).
 const LIFO_STREAK_CAP: u32 = 3;
@@ -81,6 +83,15 @@ enum Idle {
     Found(Found),
     Woke,
     Stopped,
+}
+
+/// How [`Local::park`] ended.
+enum Parked {
+    /// As [`Local::idle`] would return.
+    Idle(Idle),
+    /// A timed park ran out; the thread left the idle set (and may hold the
+    /// searcher token, see `searching`).
+    TimedOut,
 }
 
 /// Background permits lent by a wait, and the background depth it hid.
@@ -772,6 +783,36 @@ impl<'a> Local<'a> {
                 }
             }
         }
+        if !waiting {
+            // A paced frame loop expects its next frame: sleep until just
+            // before it, then look for its work (early_wake.rs).
+            if let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) {
+                if let Some(timeout) = plan.sleep {
+                    match self.park(floor, &stop, Some(timeout)) {
+                        Parked::TimedOut => self
+                            .shared
+                            .next_frame
+                            .record_oversleep(plan.wake_at, clock::ticks()),
+                        Parked::Idle(idle) => return idle,
+                    }
+                }
+                let started = std::time::Instant::now();
+                let found = poll(plan.look_until.saturating_sub(clock::ticks()), &|| true);
+                self.slot.counters.early_wake(started.elapsed());
+                if let Some(idle) = found {
+                    return idle;
+                }
+            }
+        }
+        match self.park(floor, &stop, None) {
+            Parked::Idle(idle) => idle,
+            Parked::TimedOut => unreachable!("a park without a timeout timed out"),
+        }
+    }
+
+    /// Announces this thread idle, looks once more, and parks (for at most
+    /// `timeout`): the idle protocol of idle.rs.
+    fn park(&self, floor: Lane, stop: &impl Fn() -> bool, timeout: Option<Duration>) -> Parked {
         let sleep = &self.shared.sleep;
         let was_searching = self.searching.replace(false);
         sleep.prepare_park(self.index, floor, was_searching);
@@ -782,11 +823,11 @@ impl<'a> Local<'a> {
                 // Others may be asleep while more work is queued.
                 self.shared.notify(found.lane);
             }
-            return Idle::Found(found);
+            return Parked::Idle(Idle::Found(found));
         }
         if stop() {
             self.searching.set(sleep.unidle(self.index, floor));
-            return Idle::Stopped;
+            return Parked::Idle(Idle::Stopped);
         }
         if was_searching {
             // We were woken to search but may only run urgent lanes; if less
@@ -797,13 +838,24 @@ impl<'a> Local<'a> {
             }
         }
         self.slot.counters.begin_park();
-        {
+        let woken = {
             let _span = instrument::park(self.index);
-            sleep.park(self.index);
-        }
+            match timeout {
+                Some(timeout) => sleep.park_timeout(self.index, timeout),
+                None => {
+                    sleep.park(self.index);
+                    Woken::Permit
+                }
+            }
+        };
         self.slot.counters.end_park();
+        // A timed-out park leaves the idle set like a woken one: if a
+        // notifier claimed the slot meanwhile, we hold the searcher token.
         self.searching.set(sleep.unidle(self.index, floor));
-        Idle::Woke
+        match woken {
+            Woken::Permit => Parked::Idle(Idle::Woke),
+            Woken::TimedOut => Parked::TimedOut,
+        }
     }
 
     /// Block-on-complete: runs tasks of lanes down to `floor` until `latch`

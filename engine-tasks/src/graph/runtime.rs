@@ -54,6 +54,7 @@ use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::countdown::Countdown;
+use crate::early_wake::Cadence;
 use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
@@ -318,7 +319,17 @@ pub(super) struct Runtime<C: ?Sized> {
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
     gap_estimate: f64,
+    /// The frame loop's period, for early wake-ups (`early_wake.rs`).
+    cadence: Cadence,
+    /// Worker slots other than the frame's thread that ran nodes, in each
+    /// of the last [`HELPER_FRAMES`] frames (a ring, by frame number): the
+    /// workers that wake early for the next.
+    helper_slots: [u64; HELPER_FRAMES],
 }
+
+/// How many frames a worker that ran nodes stays among the ones that wake
+/// early: one frame it missed (woken late, say) does not drop it.
+const HELPER_FRAMES: usize = 8;
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
 // runtime is thread-bound; between frames only the owner touches it.
@@ -463,6 +474,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             ran_alone: 0,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
+            cadence: Cadence::default(),
+            helper_slots: [0; HELPER_FRAMES],
         };
         runtime.reprioritize();
         runtime.replan_if_stale();
@@ -526,6 +539,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let started = Instant::now();
         let start_tick = clock::ticks();
         self.update_linger(pool_shared, start_tick);
+        self.forecast_next_frame(pool_shared, start_tick);
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
@@ -608,7 +622,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if matches!(sharing, FrameSharing::HandedOver | FrameSharing::Shared) {
             self.counted_frames += 1;
         }
-        pool_shared.frame_ended();
+        pool_shared.frame_ended(clock::ticks());
         instrument::frame_plots(
             |lane| pool_shared.queued(lane),
             || pool_shared.workers_awake(),
@@ -621,6 +635,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let steals = pool_shared.stolen_tasks_total() - steals_before;
         self.stats.set_sharing(sharing);
         self.record(number, ended - started, start_tick, steals, slots);
+        self.helper_slots[number as usize % HELPER_FRAMES] = if sharing == FrameSharing::Alone {
+            0
+        } else {
+            let frame_slot = self.shared_mut().inputs.thread_slot;
+            self.stats.slots_that_ran() & !bit_of(frame_slot)
+        };
         // Parked time per slot, for the slots that ran: started workers and
         // the frame's thread.
         let workers = pool_shared.threads_started();
@@ -691,6 +711,26 @@ impl<C: ?Sized + Sync> Runtime<C> {
             0
         };
         pool.set_linger_ticks(linger);
+    }
+
+    /// At the start of a frame that follows an idle gap of the pool: feeds
+    /// the loop's period and tells the pool when to expect the next frame
+    /// (`early_wake.rs`), if frames are shared and the loop is steady.
+    fn forecast_next_frame(&mut self, pool: &crate::registry::Shared, start_tick: u64) {
+        let nanos_per_tick = self.rate.nanos_per_tick();
+        if !pool.idle_before(start_tick, (LINGER_GAP_NANOS / nanos_per_tick) as u64) {
+            // A frame right after another (the second graph of a game's
+            // frame, or frames back to back): threads are awake anyway.
+            return;
+        }
+        self.cadence.observe(start_tick);
+        let helpers = self.helper_slots.iter().fold(0, |all, slots| all | slots);
+        match self.cadence.forecast() {
+            Some(forecast) if self.waking && helpers != 0 && pool.wakes_early() => {
+                pool.next_frame.expect(forecast, helpers, nanos_per_tick)
+            }
+            _ => pool.next_frame.clear(),
+        }
     }
 
     fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
@@ -1217,6 +1257,11 @@ fn dependency_lists(
 
 /// Frame `number` (counted from 0) as the poison flags tag it: from 1, so
 /// that a flag's initial 0 never matches (module docs).
+/// `slot`'s bit in a mask of slots; none for `NONE` or a slot past 63.
+fn bit_of(slot: u32) -> u64 {
+    1u64.checked_shl(slot).unwrap_or(0)
+}
+
 fn epoch(number: u64) -> u64 {
     number + 1
 }

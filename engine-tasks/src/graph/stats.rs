@@ -255,6 +255,15 @@ impl FrameStats {
         self.critical_path.reverse();
     }
 
+    /// The pool slots (below 64) that ran or skipped a node in the frame,
+    /// a bit each.
+    pub(super) fn slots_that_ran(&self) -> u64 {
+        self.runs
+            .iter()
+            .map(|r| 1u64.checked_shl(r.read().thread).unwrap_or(0))
+            .fold(0, |mask, bit| mask | bit)
+    }
+
     /// Stores each slot's parked ticks (`parked(slot)`) for the frame.
     pub(super) fn record_parked(&mut self, parked: impl Fn(usize) -> Option<u64>) {
         if self.parked.len() != self.slots {

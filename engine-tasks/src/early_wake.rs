@@ -1,0 +1,491 @@
+//! Early wake-ups: a worker of a paced frame loop wakes on its own just
+//! before the next frame, instead of being woken by it.
+//!
+//! # The problem
+//!
+//! A game loop runs a frame, then sleeps until the next tick. Between frames
+//! every pool thread parks, and the CPUs they ran on go idle. When the next
+//! frame queues its first nodes, it wakes a worker, and that wake-up is slow
+//! exactly when it matters: an idle CPU must leave its sleep state first, and
+//! on a virtual machine a halted vCPU must be scheduled by the host. On the
+//! 2-core development VM a worker woken by a paced frame started its first
+//! task a median of about 100 µs after the wake-up
+//! (`cargo run --release -p engine-tasks-benches --bin wake_placement`), so a
+//! frame of 250 µs of work ran most of its first 100 µs on one thread. Back
+//! to back, no thread sleeps and no frame pays this.
+//!
+//! # The remedy
+//!
+//! The frame loop is periodic, so its next start can be forecast. At the
+//! start of each frame that follows an idle gap, a graph's runtime measures
+//! the interval since its previous frame ([`Cadence`]) and, if the loop is
+//! steady, publishes when it expects the next frame and which worker slots
+//! took part in the last one ([`NextFrame::expect`]). A worker among them
+//! that runs out of work parks with a timeout instead of for good: it wakes
+//! `lead` before the forecast start, on a timer of its own, and then looks
+//! for work for at most `lead + window`, until shortly after the start. If
+//! the frame's work shows up it runs it at once; otherwise it parks for good
+//! until a push wakes it, as without a forecast. A push during the timed
+//! park wakes it as before.
+//!
+//! * **What it costs.** The CPU of the look, about `lead + window` per
+//!   frame and worker, only for frames heavy enough to share (a graph that
+//!   runs its frames alone publishes nothing) and only while the loop is
+//!   steady. [`ThreadStats::early_wakes`] and [`ThreadStats::early_wait`]
+//!   count it. An idle pool pays nothing: a forecast is used once, and a
+//!   worker whose forecast passed parks with no timeout.
+//! * **How early.** `lead` is twice the loop's measured jitter (the
+//!   smoothed deviation of its start-to-start interval from the smoothed
+//!   period) plus [`LEAD_FLOOR_NANOS`], and the worker adds how late its own
+//!   timed parks have woken so far (`oversleep`, smoothed; it includes the
+//!   kernel's timer slack and the CPU's wake-up). A loop whose jitter is
+//!   over an eighth of its period, or whose look would exceed
+//!   [`MAX_LOOK_NANOS`], is not steady: nothing is published.
+//! * **Several graphs a frame.** Only a frame that starts after an idle
+//!   gap of the pool (the first graph of a game's frame) publishes; graphs
+//!   that follow it closely find the workers awake anyway. The last such
+//!   publication wins.
+//!
+//! Everything here is a hint read with relaxed atomics: a stale or torn
+//! forecast costs a wasted look or a late wake-up, never a lost task. The
+//! worker still goes through the idle protocol of `idle.rs` for both parks;
+//! the timed park's own states are in `park.rs`.
+//!
+//! A pool built with [`EarlyWake::Never`] never publishes a forecast.
+//!
+//! [`ThreadStats::early_wakes`]: crate::ThreadStats::early_wakes
+//! [`ThreadStats::early_wait`]: crate::ThreadStats::early_wait
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Whether a pool's workers wake on their own before the next frame of a
+/// paced frame loop ([`PoolBuilder::early_wake`](crate::PoolBuilder::early_wake)).
+///
+/// Waking early takes a worker's wake-up latency out of each frame, and
+/// costs the CPU of the look before the frame: about the loop's jitter
+/// plus a few tens of microseconds per frame and worker, counted in
+/// [`ThreadStats::early_wait`](crate::ThreadStats::early_wait).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EarlyWake {
+    /// Forecast the next frame of a steady loop of shared task-graph frames
+    /// and wake the workers that took part in recent frames just before it.
+    #[default]
+    Forecast,
+    /// Never: workers wake when work is queued.
+    Never,
+}
+
+/// Margin of the wake-up ahead of the forecast start beyond twice the
+/// jitter: a worker that wakes this much early is looking when the frame
+/// queues its first nodes even if its own wake-up ran later than usual.
+const LEAD_FLOOR_NANOS: f64 = 20_000.0;
+/// How long a woken worker keeps looking after the forecast start, beyond
+/// twice the jitter: a frame that starts this late is treated as a frame
+/// that did not come (the worker parks; the frame wakes it as usual).
+const WINDOW_FLOOR_NANOS: f64 = 50_000.0;
+/// The most a worker may look per frame (lead + window + oversleep): a
+/// loop too irregular to forecast within this is not helped by looking.
+const MAX_LOOK_NANOS: f64 = 1_000_000.0;
+/// The oversleep assumed before a worker has measured its own: the order of
+/// a halted vCPU's wake-up on the development VM.
+const INITIAL_OVERSLEEP_NANOS: f64 = 60_000.0;
+/// Start-to-start intervals observed before the first forecast.
+const MIN_INTERVALS: u32 = 4;
+
+/// What a frame loop expects of its next frame, in clock ticks
+/// (`clock.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Forecast {
+    /// When the next frame should start.
+    pub(crate) start: u64,
+    /// The loop's smoothed jitter.
+    pub(crate) jitter: f64,
+}
+
+/// A graph's estimate of its frame loop's period, from the starts of its
+/// frames. Owned by the graph's runtime; see the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Cadence {
+    last_start: Option<u64>,
+    /// Smoothed start-to-start interval (ticks); 0 until measured.
+    period: f64,
+    /// Smoothed absolute deviation of an interval from `period` (ticks).
+    jitter: f64,
+    intervals: u32,
+}
+
+impl Cadence {
+    /// A frame starts at `start` (ticks).
+    pub(crate) fn observe(&mut self, start: u64) {
+        let Some(last) = self.last_start.replace(start) else {
+            return;
+        };
+        let interval = start.saturating_sub(last) as f64;
+        if self.intervals == 0 {
+            self.period = interval;
+            self.intervals = 1;
+            return;
+        }
+        if interval > 4.0 * self.period {
+            // The loop resumed after a pause (a loading screen, a
+            // debugger): measure it again from this frame on.
+            *self = Cadence {
+                last_start: Some(start),
+                ..Cadence::default()
+            };
+            return;
+        }
+        // Plain averages over the first intervals, then weights of 1/8: a
+        // few frames follow a change of rate, and one late frame moves the
+        // estimates by an eighth of its lateness. (`intervals - 1`
+        // deviations were measured before this one.)
+        let n = f64::from(self.intervals.min(8));
+        // A deviation counts for at most four times the jitter so far (or a
+        // 64th of the period): one frame the host delayed by milliseconds
+        // would otherwise stop forecasts for a dozen frames, while a loop
+        // that turned irregular still raises the jitter by half each frame.
+        let cap = (4.0 * self.jitter).max(self.period / 64.0);
+        let deviation = (interval - self.period).abs().min(cap);
+        self.jitter += (deviation - self.jitter) / n;
+        self.period += (interval - self.period) / (n + 1.0).min(8.0);
+        self.intervals = self.intervals.saturating_add(1);
+    }
+
+    /// The next frame's forecast, if the loop is steady: measured long
+    /// enough, and its jitter at most an eighth of its period.
+    pub(crate) fn forecast(&self) -> Option<Forecast> {
+        let last = self.last_start?;
+        (self.intervals >= MIN_INTERVALS && self.jitter <= self.period / 8.0).then(|| Forecast {
+            start: last.saturating_add(self.period as u64),
+            jitter: self.jitter,
+        })
+    }
+}
+
+/// What a worker that runs out of work should do about the next frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct EarlyPlan {
+    /// Sleep this long first (a timed park), if the wake-up is still ahead.
+    pub(crate) sleep: Option<Duration>,
+    /// When the timed park should end (ticks), to measure its oversleep.
+    pub(crate) wake_at: u64,
+    /// Look for work until this tick, then park for good.
+    pub(crate) look_until: u64,
+}
+
+/// The pool's forecast of the next frame, written by frame loops and read
+/// by workers about to park. See the module docs.
+pub(crate) struct NextFrame {
+    inner: CachePadded<Inner>,
+}
+
+struct Inner {
+    /// When the next frame should start (ticks); 0: no forecast.
+    start: AtomicU64,
+    /// How long before `start` to wake, less the oversleep (ticks).
+    lead: AtomicU64,
+    /// How long after `start` to keep looking (ticks).
+    window: AtomicU64,
+    /// Worker slots that took part in the last frame (a bit each).
+    slots: AtomicU64,
+    /// Nanoseconds per tick (`f64` bits), to turn ticks into a timeout.
+    nanos_per_tick: AtomicU64,
+    /// Smoothed lateness of a timed park's wake-up (ticks).
+    oversleep: AtomicU64,
+}
+
+impl NextFrame {
+    pub(crate) fn new() -> Self {
+        NextFrame {
+            inner: CachePadded::new(Inner {
+                start: AtomicU64::new(0),
+                lead: AtomicU64::new(0),
+                window: AtomicU64::new(0),
+                slots: AtomicU64::new(0),
+                nanos_per_tick: AtomicU64::new(1f64.to_bits()),
+                oversleep: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// A frame loop expects its next frame as `forecast` says, with the
+    /// worker slots in `slots` taking part. Publishes nothing (and clears
+    /// an earlier forecast) if the look would be too long.
+    pub(crate) fn expect(&self, forecast: Forecast, slots: u64, nanos_per_tick: f64) {
+        let inner = &*self.inner;
+        let ticks = |nanos: f64| nanos / nanos_per_tick;
+        let lead = 2.0 * forecast.jitter + ticks(LEAD_FLOOR_NANOS);
+        let window = 2.0 * forecast.jitter + ticks(WINDOW_FLOOR_NANOS);
+        let oversleep = self.oversleep(nanos_per_tick) as f64;
+        if slots == 0 || lead + window + oversleep > ticks(MAX_LOOK_NANOS) {
+            self.clear();
+            return;
+        }
+        // Relaxed, these four: hints, published by the Release store of
+        // `start` below; a worker that mixes two forecasts only looks at a
+        // slightly wrong time.
+        inner.lead.store(lead as u64, Ordering::Relaxed);
+        inner.window.store(window as u64, Ordering::Relaxed);
+        inner.slots.store(slots, Ordering::Relaxed);
+        inner
+            .nanos_per_tick
+            .store(nanos_per_tick.to_bits(), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `plan`.
+        inner.start.store(forecast.start.max(1), Ordering::Release);
+    }
+
+    /// The loop is not steady, or its frames are run alone: no worker wakes
+    /// early.
+    pub(crate) fn clear(&self) {
+        // Relaxed: a hint (module docs); checked first so that a loop of
+        // light frames does not write the line every frame.
+        if self.inner.start.load(Ordering::Relaxed) != 0 {
+            self.inner.start.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// What worker slot `slot`, out of work at tick `now`, should do: `None`
+    /// to park for good.
+    pub(crate) fn plan(&self, slot: usize, now: u64) -> Option<EarlyPlan> {
+        let inner = &*self.inner;
+        // Acquire: pairs with the Release store in `expect`.
+        let start = inner.start.load(Ordering::Acquire);
+        // Relaxed, the loads below: see `expect`.
+        if start == 0 || inner.slots.load(Ordering::Relaxed) & (1u64 << slot) == 0 {
+            return None;
+        }
+        let look_until = start.saturating_add(inner.window.load(Ordering::Relaxed));
+        if now >= look_until {
+            return None;
+        }
+        let nanos_per_tick = f64::from_bits(inner.nanos_per_tick.load(Ordering::Relaxed));
+        let early = inner.lead.load(Ordering::Relaxed) + self.oversleep(nanos_per_tick);
+        let wake_at = start.saturating_sub(early).max(now);
+        let sleep = (wake_at > now)
+            .then(|| Duration::from_nanos(((wake_at - now) as f64 * nanos_per_tick) as u64));
+        Some(EarlyPlan {
+            sleep,
+            wake_at,
+            look_until,
+        })
+    }
+
+    /// A timed park meant to end at `wake_at` ended at `now` (ticks).
+    pub(crate) fn record_oversleep(&self, wake_at: u64, now: u64) {
+        let late = now.saturating_sub(wake_at) as f64;
+        // Relaxed: a hint.
+        let nanos_per_tick = f64::from_bits(self.inner.nanos_per_tick.load(Ordering::Relaxed));
+        let smoothed = self.oversleep(nanos_per_tick) as f64;
+        // Weight 1/4: a few wake-ups settle it.
+        let next = smoothed + (late - smoothed) / 4.0;
+        // Relaxed: a hint; two workers racing here lose one sample.
+        // At least 1: 0 means not measured yet.
+        self.inner
+            .oversleep
+            .store((next as u64).max(1), Ordering::Relaxed);
+    }
+
+    /// The smoothed oversleep (ticks), or the initial guess.
+    fn oversleep(&self, nanos_per_tick: f64) -> u64 {
+        // Relaxed: a hint.
+        match self.inner.oversleep.load(Ordering::Relaxed) {
+            0 => (INITIAL_OVERSLEEP_NANOS / nanos_per_tick) as u64,
+            measured => measured,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steady(period: u64, jitter: &[u64]) -> Cadence {
+        let mut cadence = Cadence::default();
+        let mut start = 1_000_000;
+        for &j in jitter {
+            cadence.observe(start + j);
+            start += period;
+        }
+        cadence
+    }
+
+    #[test]
+    fn a_steady_loop_is_forecast_one_period_ahead() {
+        let cadence = steady(16_000, &[0; 8]);
+        let forecast = cadence.forecast().expect("steady");
+        assert_eq!(forecast.start, 1_000_000 + 8 * 16_000);
+        assert!(forecast.jitter < 16_000.0 / 16.0);
+    }
+
+    #[test]
+    fn a_loop_is_forecast_only_after_a_few_intervals() {
+        assert_eq!(steady(16_000, &[0; 4]).forecast(), None, "3 intervals");
+        assert!(steady(16_000, &[0; 5]).forecast().is_some(), "4 intervals");
+    }
+
+    #[test]
+    fn an_irregular_loop_is_not_forecast() {
+        let jitter: Vec<u64> = (0..32).map(|i| (i % 2) * 6_000).collect();
+        assert_eq!(steady(16_000, &jitter).forecast(), None);
+    }
+
+    #[test]
+    fn a_pause_starts_the_estimate_over() {
+        let mut cadence = steady(16_000, &[0; 8]);
+        let last = cadence.last_start.unwrap();
+        cadence.observe(last + 1_000_000);
+        assert_eq!(cadence.forecast(), None, "one interval since the pause");
+        for i in 1..=4 {
+            cadence.observe(last + 1_000_000 + i * 16_000);
+        }
+        assert_eq!(
+            cadence.forecast().unwrap().start,
+            last + 1_000_000 + 5 * 16_000
+        );
+    }
+
+    #[test]
+    fn only_slots_that_took_part_wake_early_and_only_until_the_window_ends() {
+        let early = NextFrame::new();
+        let forecast = Forecast {
+            start: 1_000_000,
+            jitter: 0.0,
+        };
+        // One tick a nanosecond; oversleep not measured yet.
+        early.expect(forecast, 0b10, 1.0);
+        assert_eq!(early.plan(0, 0), None, "slot 0 took no part");
+        let plan = early.plan(1, 0).expect("slot 1 took part");
+        let lead = (LEAD_FLOOR_NANOS + INITIAL_OVERSLEEP_NANOS) as u64;
+        assert_eq!(plan.wake_at, 1_000_000 - lead);
+        assert_eq!(plan.sleep, Some(Duration::from_nanos(1_000_000 - lead)));
+        assert_eq!(plan.look_until, 1_000_000 + WINDOW_FLOOR_NANOS as u64);
+        let late = early.plan(1, 999_000).expect("inside the lead");
+        assert_eq!((late.sleep, late.wake_at), (None, 999_000));
+        assert_eq!(early.plan(1, plan.look_until), None, "the window passed");
+        early.clear();
+        assert_eq!(early.plan(1, 0), None, "cleared");
+    }
+
+    #[test]
+    fn measured_oversleep_moves_the_wake_up() {
+        let early = NextFrame::new();
+        let forecast = Forecast {
+            start: 1_000_000,
+            jitter: 0.0,
+        };
+        early.expect(forecast, 1, 1.0);
+        for _ in 0..40 {
+            early.record_oversleep(0, 10_000);
+        }
+        let plan = early.plan(0, 0).unwrap();
+        let lead = LEAD_FLOOR_NANOS as u64 + 10_000;
+        assert!(plan.wake_at.abs_diff(1_000_000 - lead) < 100, "{plan:?}");
+    }
+
+    #[test]
+    fn a_look_longer_than_the_limit_is_not_published() {
+        let early = NextFrame::new();
+        let forecast = Forecast {
+            start: 10_000_000,
+            jitter: MAX_LOOK_NANOS / 4.0,
+        };
+        early.expect(forecast, 1, 1.0);
+        assert_eq!(early.plan(0, 0), None);
+    }
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+    use crate::clock;
+    use crate::lane::Lane;
+    use crate::task::{Header, TaskRef};
+    use crate::Pool;
+    use std::ptr::NonNull;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    static RAN: AtomicBool = AtomicBool::new(false);
+
+    /// Nanoseconds per tick, measured over `span`.
+    fn nanos_per_tick(span: Duration) -> f64 {
+        let (t0, k0) = (Instant::now(), clock::ticks());
+        std::thread::sleep(span);
+        t0.elapsed().as_nanos() as f64 / clock::ticks().saturating_sub(k0).max(1) as f64
+    }
+
+    /// Waits until worker 0 is parked (polling, at most 10 s).
+    fn until_parked(pool: &Pool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pool.shared().slots[0].counters.is_parked() {
+            assert!(Instant::now() < deadline, "the worker never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A worker that parks while a frame is forecast wakes on its own before
+    /// it and runs work that was queued without any wake-up. Without the
+    /// forecast that work would wait until the next wake-up (here: forever).
+    #[test]
+    fn a_worker_wakes_for_a_forecast_frame_without_being_woken() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let shared = pool.shared();
+        let nanos_per_tick = nanos_per_tick(Duration::from_millis(20));
+        let ahead = (50_000_000.0 / nanos_per_tick) as u64;
+        let forecast = Forecast {
+            start: clock::ticks() + ahead,
+            jitter: 0.0,
+        };
+        shared.next_frame.expect(forecast, 1, nanos_per_tick);
+        // The worker starts, runs a task and parks, reading the forecast.
+        pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+        until_parked(&pool);
+        // Queued where the worker looks, with no notify.
+        let header: &'static Header = Box::leak(Box::new(Header::new(|_| {
+            // Relaxed: the test polls it.
+            RAN.store(true, Ordering::Relaxed);
+        })));
+        // SAFETY: the leaked header lives forever and is queued once.
+        let task = unsafe { TaskRef::from_raw(NonNull::from(header)) };
+        shared.injector[Lane::Normal.index()].push(task);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Relaxed: a flag the test polls.
+        while !RAN.load(Ordering::Relaxed) {
+            assert!(
+                Instant::now() < deadline,
+                "the worker did not wake for the forecast frame"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(pool.stats().threads[0].early_wakes >= 1);
+    }
+
+    /// A pool built with `EarlyWake::Never` gets no forecast from a paced
+    /// loop of shared frames, and its worker never wakes early.
+    #[test]
+    fn a_pool_that_never_wakes_early_gets_no_forecast() {
+        let pool = Pool::builder()
+            .threads(1)
+            .early_wake(EarlyWake::Never)
+            .build()
+            .unwrap();
+        let spin = |_: &crate::NodeContext<'_, ()>| {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_micros(300) {
+                std::hint::spin_loop();
+            }
+        };
+        let mut builder = crate::TaskGraph::<()>::builder();
+        builder.node("a", Lane::FrameCritical, spin);
+        builder.node("b", Lane::FrameCritical, spin);
+        let mut graph = builder.build().unwrap();
+        for _ in 0..12 {
+            graph.run(&pool, &()).unwrap();
+            assert_eq!(pool.shared().next_frame.plan(0, clock::ticks()), None);
+            std::thread::sleep(Duration::from_millis(4));
+        }
+        assert_eq!(pool.stats().threads[0].early_wakes, 0);
+    }
+}
