@@ -128,6 +128,13 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
                         let (got, size) = (self.data.len(), self.size);
                         return Err(format!("decoded {got} bytes, header says {size}"));
                     }
+                    // The decoder stops at the end of the frame: anything
+                    // after it is not part of the asset.
+                    let cursor = self.frame.get_ref();
+                    let (end, len) = (cursor.position(), cursor.get_ref().as_ref().len() as u64);
+                    if end != len {
+                        return Err(format!("{} bytes after the LZ4 frame", len - end));
+                    }
                     return Ok(true);
                 }
                 Ok(n) => filled += n,
@@ -164,11 +171,24 @@ pub struct Asset {
 
 /// Why a request produced no asset.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum AssetErrorKind {
     /// The path is absolute, has `..`, or resolves outside the root.
     OutsideRoot,
     /// No such file.
     NotFound,
+    /// The path names something other than a regular file (a directory, a
+    /// named pipe, a device): it is not opened for reading.
+    NotAFile,
+    /// The file is larger than the streamer's
+    /// [`max_file_size`](StreamerConfig::max_file_size), by its metadata
+    /// or while it was read (it grew).
+    TooLarge {
+        /// The file's size, or the bytes read when it passed the limit.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The file exists but could not be read.
     Unreadable(io::Error),
     /// The bytes are not a valid asset (why).
@@ -183,6 +203,7 @@ pub enum AssetErrorKind {
 
 /// A failed request.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AssetError {
     /// The request.
     pub id: AssetId,
@@ -198,6 +219,10 @@ impl fmt::Display for AssetError {
         match &self.kind {
             AssetErrorKind::OutsideRoot => write!(f, "{path}: outside the asset root"),
             AssetErrorKind::NotFound => write!(f, "{path}: not found"),
+            AssetErrorKind::NotAFile => write!(f, "{path}: not a regular file"),
+            AssetErrorKind::TooLarge { size, max } => {
+                write!(f, "{path}: {size} bytes, over the limit of {max}")
+            }
             AssetErrorKind::Unreadable(e) => write!(f, "{path}: unreadable: {e}"),
             AssetErrorKind::Corrupt(why) => write!(f, "{path}: corrupt: {why}"),
             AssetErrorKind::PoolUnavailable => write!(f, "{path}: the pools are shutting down"),
@@ -287,9 +312,46 @@ struct Counters {
     reads_in_flight: AtomicUsize,
 }
 
+/// How an [`AssetStreamer`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamerConfig {
+    /// Reads at once on the blocking pool, at least 1. Default: 2.
+    pub max_reads_in_flight: usize,
+    /// Largest file read, in bytes: a larger file ends its request with
+    /// [`AssetErrorKind::TooLarge`], checked from its metadata before any
+    /// byte is read and again while reading (a file can grow). Default:
+    /// [`MAX_ASSET_SIZE`] (1 GiB).
+    pub max_file_size: u64,
+}
+
+impl Default for StreamerConfig {
+    fn default() -> Self {
+        StreamerConfig {
+            max_reads_in_flight: 2,
+            max_file_size: MAX_ASSET_SIZE,
+        }
+    }
+}
+
+impl StreamerConfig {
+    /// Sets [`max_reads_in_flight`](Self::max_reads_in_flight).
+    pub fn max_reads_in_flight(mut self, reads: usize) -> Self {
+        self.max_reads_in_flight = reads;
+        self
+    }
+
+    /// Sets [`max_file_size`](Self::max_file_size).
+    pub fn max_file_size(mut self, bytes: u64) -> Self {
+        self.max_file_size = bytes;
+        self
+    }
+}
+
 struct Inner {
     root: PathBuf,
     max_reads: usize,
+    max_file_size: u64,
     pool: PoolHandle,
     blocking: BlockingPoolHandle,
     requests: Mutex<Requests>,
@@ -322,6 +384,31 @@ impl AssetStreamer {
         blocking: &BlockingPoolHandle,
         max_reads_in_flight: usize,
     ) -> io::Result<AssetStreamer> {
+        let config = StreamerConfig::default().max_reads_in_flight(max_reads_in_flight);
+        AssetStreamer::with_config(root, pool, blocking, config)
+    }
+
+    /// A streamer for the files under `root` (which must be a directory),
+    /// reading on `blocking` and decoding on `pool`'s background lane, as
+    /// `config` says.
+    ///
+    /// ```
+    /// use engine_tasks::assets::{AssetStreamer, StreamerConfig};
+    /// use engine_tasks::{BlockingPool, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let blocking = BlockingPool::builder().build().unwrap();
+    /// let config = StreamerConfig::default().max_file_size(64 << 20);
+    /// let dir = std::env::temp_dir();
+    /// let streamer = AssetStreamer::with_config(&dir, &pool, &blocking, config).unwrap();
+    /// assert_eq!(streamer.progress().requested, 0);
+    /// ```
+    pub fn with_config(
+        root: impl AsRef<Path>,
+        pool: &PoolHandle,
+        blocking: &BlockingPoolHandle,
+        config: StreamerConfig,
+    ) -> io::Result<AssetStreamer> {
         let root = root.as_ref().canonicalize()?;
         if !root.is_dir() {
             return Err(io::Error::new(
@@ -332,7 +419,8 @@ impl AssetStreamer {
         Ok(AssetStreamer {
             inner: Arc::new(Inner {
                 root,
-                max_reads: max_reads_in_flight.max(1),
+                max_reads: config.max_reads_in_flight.max(1),
+                max_file_size: config.max_file_size,
                 pool: pool.clone(),
                 blocking: blocking.clone(),
                 requests: Mutex::new(Requests::default()),
@@ -423,6 +511,55 @@ impl AssetStreamer {
             reads_in_flight: c.reads_in_flight.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Reads `path` if it is a regular file of at most `max` bytes.
+///
+/// Its metadata is checked before it is opened, so a named pipe or a
+/// device is never opened for reading. It is then opened without blocking
+/// (a pipe swapped in after the check cannot stall the open) and checked
+/// again through the open handle, and read with the limit enforced as the
+/// bytes arrive, since a file can grow while it is read. Nothing larger
+/// than `max` (plus one byte) is ever allocated.
+fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, AssetErrorKind> {
+    let unreadable = |e: io::Error| match e.kind() {
+        io::ErrorKind::NotFound => AssetErrorKind::NotFound,
+        _ => AssetErrorKind::Unreadable(e),
+    };
+    let check = |meta: &std::fs::Metadata| {
+        if !meta.is_file() {
+            Err(AssetErrorKind::NotAFile)
+        } else if meta.len() > max {
+            Err(AssetErrorKind::TooLarge {
+                size: meta.len(),
+                max,
+            })
+        } else {
+            Ok(meta.len())
+        }
+    };
+    check(&std::fs::metadata(path).map_err(unreadable)?)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(unreadable)?;
+    let len = check(&file.metadata().map_err(unreadable)?)?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    // One byte over the limit tells a file that grew past it.
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > max {
+        return Err(AssetErrorKind::TooLarge {
+            size: bytes.len() as u64,
+            max,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Relative, and no component that could climb out of the root.
@@ -631,10 +768,7 @@ impl Inner {
         if !full.starts_with(&self.root) {
             return Err(AssetErrorKind::OutsideRoot);
         }
-        let bytes = std::fs::read(&full).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => AssetErrorKind::NotFound,
-            _ => AssetErrorKind::Unreadable(e),
-        })?;
+        let bytes = read_regular_file(&full, self.max_file_size)?;
         // Relaxed: a statistic.
         self.counters
             .bytes_read

@@ -117,6 +117,9 @@ mod test_support;
 
 pub use lane::Lane;
 
+#[cfg(all(not(loom), feature = "assets"))]
+pub use assets::{AssetError, AssetErrorKind};
+
 #[cfg(not(loom))]
 pub use {
     blocking::{

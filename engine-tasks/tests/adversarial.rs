@@ -331,6 +331,7 @@ fn every_public_error_is_an_error_at_the_crate_root() {
     is_error::<engine_tasks::BlockingBuildError>();
     is_error::<engine_tasks::BlockingError<fn()>>();
     is_error::<engine_tasks::TimelineError>();
+    is_error::<engine_tasks::AssetError>();
 }
 
 /// The rule for a blocking-pool wait: a worker waiting on a blocking task
@@ -358,4 +359,191 @@ fn a_worker_waiting_on_a_blocking_task_keeps_working() {
         pool.join(move || receive.recv().unwrap(), || ()).0
     });
     assert_eq!(value, 7);
+}
+
+/// A directory under the system's temporary directory, removed on drop.
+struct AssetDir(std::path::PathBuf);
+
+impl AssetDir {
+    fn new(name: &str) -> AssetDir {
+        let dir = std::env::temp_dir().join(format!(
+            "engine-tasks-adversarial-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        AssetDir(dir)
+    }
+}
+
+impl Drop for AssetDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits (under the caller's watchdog) for `n` events from `streamer`.
+fn events(
+    streamer: &engine_tasks::assets::AssetStreamer,
+    n: usize,
+) -> Vec<engine_tasks::assets::AssetEvent> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        streamer.drain(&mut out);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    out
+}
+
+/// Case 6 through the streamer: a second request on an idle, running pool
+/// used to end as `PoolUnavailable` (the blocking pool counted its idle
+/// thread as queued work and refused the reader job).
+#[test]
+fn a_streamer_on_an_idle_pool_loads_every_request() {
+    use engine_tasks::assets::{encode_asset, AssetStreamer};
+    within_watchdog("streamer on an idle blocking pool", || {
+        let dir = AssetDir::new("idle");
+        std::fs::write(dir.0.join("a.eta"), encode_asset(b"first")).unwrap();
+        std::fs::write(dir.0.join("b.eta"), encode_asset(b"second")).unwrap();
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let blocking = BlockingPool::builder()
+            .cap(1)
+            .max_queued(0)
+            .build()
+            .unwrap();
+        let streamer = AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        streamer.request("a.eta", 0);
+        let first = events(&streamer, 1);
+        assert_eq!(first[0].as_ref().unwrap().data, b"first");
+        while blocking.metrics().idle_threads < 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        streamer.request("b.eta", 0);
+        let second = events(&streamer, 1);
+        assert_eq!(second[0].as_ref().unwrap().data, b"second");
+    });
+}
+
+/// Case 7: bytes after the LZ4 frame used to be ignored. Now the file is
+/// corrupt, by `decode_asset` and through the streamer.
+#[test]
+fn trailing_bytes_after_the_lz4_frame_are_corrupt() {
+    use engine_tasks::assets::{decode_asset, encode_asset, AssetErrorKind, AssetStreamer};
+    within_watchdog("trailing bytes", || {
+        let mut file = encode_asset(&[7u8; 1000]);
+        assert!(decode_asset(&file).is_ok());
+        file.extend_from_slice(b"garbage after the frame");
+        let why = decode_asset(&file).expect_err("trailing bytes accepted");
+        assert!(why.contains("after the LZ4 frame"), "{why}");
+
+        let dir = AssetDir::new("trailing");
+        std::fs::write(dir.0.join("t.eta"), &file).unwrap();
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let blocking = BlockingPool::builder().build().unwrap();
+        let streamer = AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        streamer.request("t.eta", 0);
+        let event = events(&streamer, 1).pop().unwrap();
+        assert!(
+            matches!(
+                event.as_ref().map_err(|e| &e.kind),
+                Err(AssetErrorKind::Corrupt(_))
+            ),
+            "{event:?}"
+        );
+    });
+}
+
+/// Case 8: a named pipe under the root used to block its reader forever,
+/// and with it cancellation, shutdown and every request behind it. Now
+/// anything but a regular file is refused before it is opened for reading;
+/// so is a directory. The request behind them loads.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_named_pipe_or_a_directory_is_refused_without_reading() {
+    use engine_tasks::assets::{encode_asset, AssetErrorKind, AssetStreamer};
+    use std::ffi::CString;
+    within_watchdog("named pipe under the asset root", || {
+        let dir = AssetDir::new("fifo");
+        let fifo = dir.0.join("pipe.eta");
+        let c_path = CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo has no other
+        // preconditions.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        std::fs::create_dir(dir.0.join("folder.eta")).unwrap();
+        std::fs::write(dir.0.join("good.eta"), encode_asset(b"good")).unwrap();
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let blocking = BlockingPool::builder().build().unwrap();
+        // One reader: the good request waits behind the pipe.
+        let streamer = AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        let pipe = streamer.request("pipe.eta", 2);
+        let folder = streamer.request("folder.eta", 1);
+        let good = streamer.request("good.eta", 0);
+        streamer.cancel(pipe);
+        let mut ended = events(&streamer, 3);
+        ended.sort_by_key(|e| match e {
+            Ok(asset) => asset.id,
+            Err(error) => error.id,
+        });
+        for (event, id) in ended.iter().zip([pipe, folder]) {
+            let error = event.as_ref().expect_err("not a regular file");
+            assert_eq!(error.id, id);
+            assert!(
+                matches!(
+                    error.kind,
+                    AssetErrorKind::NotAFile | AssetErrorKind::Cancelled
+                ),
+                "{error}"
+            );
+        }
+        assert_eq!(ended[2].as_ref().unwrap().id, good);
+        assert_eq!(streamer.progress().finished(), 3, "one event per request");
+        drop(streamer);
+        blocking.shutdown();
+    });
+}
+
+/// Case 9: a sparse file over the limit used to be read whole (1.25 GiB
+/// in memory before it was refused). Now its size is checked from its
+/// metadata before any byte is read, and it ends as `TooLarge`; so does a
+/// file that grows past the limit while it is read (checked with a limit
+/// below its final size).
+#[test]
+fn a_file_over_the_size_limit_is_refused_before_it_is_read() {
+    use engine_tasks::assets::{encode_asset, AssetErrorKind, AssetStreamer, StreamerConfig};
+    within_watchdog("oversized asset file", || {
+        let dir = AssetDir::new("huge");
+        let huge = std::fs::File::create(dir.0.join("huge.eta")).unwrap();
+        huge.set_len(5 << 30).unwrap(); // sparse: no disk used
+        drop(huge);
+        std::fs::write(dir.0.join("small.eta"), encode_asset(&[1u8; 100])).unwrap();
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let blocking = BlockingPool::builder().build().unwrap();
+        let config = StreamerConfig::default()
+            .max_reads_in_flight(1)
+            .max_file_size(1 << 20);
+        let streamer = AssetStreamer::with_config(&dir.0, &pool, &blocking, config).unwrap();
+        streamer.request("huge.eta", 1);
+        streamer.request("small.eta", 0);
+        let ended = events(&streamer, 2);
+        match &ended[0] {
+            Err(error) => assert!(
+                matches!(
+                    error.kind,
+                    AssetErrorKind::TooLarge {
+                        size: 5368709120,
+                        max: 1048576
+                    }
+                ),
+                "{error}"
+            ),
+            Ok(asset) => panic!("read {} bytes", asset.data.len()),
+        }
+        assert_eq!(ended[1].as_ref().unwrap().data, [1u8; 100]);
+        let small = std::fs::metadata(dir.0.join("small.eta")).unwrap().len();
+        assert_eq!(
+            streamer.progress().bytes_read,
+            small,
+            "only the small file was read"
+        );
+    });
 }
