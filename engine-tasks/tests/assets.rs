@@ -165,7 +165,7 @@ fn every_request_ends_with_the_right_event() {
     ));
     assert!(matches!(
         kind(outcome("a_directory")),
-        AssetErrorKind::Unreadable(_)
+        AssetErrorKind::NotAFile
     ));
     for escaping in [
         "../secret.eta",
