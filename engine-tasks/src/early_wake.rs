@@ -16,11 +16,14 @@
 //!
 //! # The remedy
 //!
-//! The frame loop is periodic, so its next start can be forecast. At the
-//! start of each frame that follows an idle gap, a graph's runtime measures
-//! the interval since its previous frame ([`Cadence`]) and, if the loop is
-//! steady, publishes when it expects the next frame and which worker slots
-//! took part in the last one ([`NextFrame::expect`]). A worker among them
+//! The frame loop is periodic, so its next start can be forecast. Every
+//! task-graph frame that starts after an idle gap of the pool (the first
+//! graph of a game's frame, whichever graph that is) tells the pool
+//! ([`NextFrame::frame_started`]), which measures the interval since the
+//! previous such start ([`Cadence`]) and, if the loop is steady, publishes
+//! when it expects the next one, for the worker slots that ran nodes in
+//! any of the last [`HELPER_FRAMES`] frames ([`NextFrame::frame_ended`]
+//! records them; a frame run alone adds none). A worker among them
 //! that runs out of work parks with a timeout instead of for good: it wakes
 //! `lead` before the forecast start, on a timer of its own, and then looks
 //! for work for at most `lead + window`, until shortly after the start. If
@@ -42,9 +45,10 @@
 //!   over an eighth of its period, or whose look would exceed
 //!   [`MAX_LOOK_NANOS`], is not steady: nothing is published.
 //! * **Several graphs a frame.** Only a frame that starts after an idle
-//!   gap of the pool (the first graph of a game's frame) publishes; graphs
-//!   that follow it closely find the workers awake anyway. The last such
-//!   publication wins.
+//!   gap of the pool times the loop; graphs that follow it closely find the
+//!   workers awake anyway. Graphs that take turns (one per tick, or a
+//!   fixed-step simulation graph among render frames) time one loop: the
+//!   pool's.
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
 //! forecast costs a wasted look or a late wake-up, never a lost task. The
@@ -58,6 +62,7 @@
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Whether a pool's workers wake on their own before the next frame of a
@@ -93,6 +98,9 @@ const MAX_LOOK_NANOS: f64 = 1_000_000.0;
 const INITIAL_OVERSLEEP_NANOS: f64 = 60_000.0;
 /// Start-to-start intervals observed before the first forecast.
 const MIN_INTERVALS: u32 = 4;
+/// How many frames a worker that ran nodes stays among the ones that wake
+/// early: one frame it missed (woken late, say) does not drop it.
+pub(crate) const HELPER_FRAMES: usize = 8;
 
 /// What a frame loop expects of its next frame, in clock ticks
 /// (`clock.rs`).
@@ -179,6 +187,19 @@ pub(crate) struct EarlyPlan {
 /// by workers about to park. See the module docs.
 pub(crate) struct NextFrame {
     inner: CachePadded<Inner>,
+    /// The loop's timing and recent helpers; taken once or twice a frame,
+    /// by the frame's thread (frames on several threads at once each try
+    /// it and skip if another holds it).
+    loop_state: Mutex<LoopState>,
+    enabled: bool,
+}
+
+#[derive(Default)]
+struct LoopState {
+    cadence: Cadence,
+    /// The worker slots that ran nodes in each of the last frames (a ring).
+    helpers: [u64; HELPER_FRAMES],
+    next: usize,
 }
 
 struct Inner {
@@ -197,8 +218,12 @@ struct Inner {
 }
 
 impl NextFrame {
-    pub(crate) fn new() -> Self {
+    /// `early_wake` is the pool's setting ([`EarlyWake::Never`] publishes
+    /// nothing).
+    pub(crate) fn new(early_wake: EarlyWake) -> Self {
         NextFrame {
+            loop_state: Mutex::new(LoopState::default()),
+            enabled: early_wake == EarlyWake::Forecast,
             inner: CachePadded::new(Inner {
                 start: AtomicU64::new(0),
                 lead: AtomicU64::new(0),
@@ -207,6 +232,32 @@ impl NextFrame {
                 nanos_per_tick: AtomicU64::new(1f64.to_bits()),
                 oversleep: AtomicU64::new(0),
             }),
+        }
+    }
+
+    /// A frame starts at `start` (ticks) after an idle gap of the pool:
+    /// times the loop and publishes (or clears) the forecast.
+    pub(crate) fn frame_started(&self, start: u64, nanos_per_tick: f64) {
+        let Ok(mut state) = self.loop_state.try_lock() else {
+            return;
+        };
+        state.cadence.observe(start);
+        let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
+        match state.cadence.forecast() {
+            Some(forecast) if self.enabled && helpers != 0 => {
+                self.expect(forecast, helpers, nanos_per_tick)
+            }
+            _ => self.clear(),
+        }
+    }
+
+    /// A frame ended; the worker slots in `helpers` ran its nodes (none for
+    /// a frame run alone).
+    pub(crate) fn frame_ended(&self, helpers: u64) {
+        if let Ok(mut state) = self.loop_state.try_lock() {
+            let next = state.next;
+            state.helpers[next] = helpers;
+            state.next = (next + 1) % HELPER_FRAMES;
         }
     }
 
@@ -348,7 +399,7 @@ mod tests {
 
     #[test]
     fn only_slots_that_took_part_wake_early_and_only_until_the_window_ends() {
-        let early = NextFrame::new();
+        let early = NextFrame::new(EarlyWake::Forecast);
         let forecast = Forecast {
             start: 1_000_000,
             jitter: 0.0,
@@ -370,7 +421,7 @@ mod tests {
 
     #[test]
     fn measured_oversleep_moves_the_wake_up() {
-        let early = NextFrame::new();
+        let early = NextFrame::new(EarlyWake::Forecast);
         let forecast = Forecast {
             start: 1_000_000,
             jitter: 0.0,
@@ -386,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_look_longer_than_the_limit_is_not_published() {
-        let early = NextFrame::new();
+        let early = NextFrame::new(EarlyWake::Forecast);
         let forecast = Forecast {
             start: 10_000_000,
             jitter: MAX_LOOK_NANOS / 4.0,

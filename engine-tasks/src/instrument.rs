@@ -12,6 +12,8 @@
 
 use crate::lane::Lane;
 use crate::timeline::{self, Category, Label, OpenSpan};
+#[cfg(feature = "tracy-core")]
+use crate::tracy;
 use std::panic::Location;
 
 /// Marks a span of time on the current thread; the span ends on drop.
@@ -19,53 +21,135 @@ use std::panic::Location;
 pub(crate) struct Span {
     _timeline: Option<OpenSpan>,
     #[cfg(feature = "tracy-core")]
-    _tracy: Option<tracy_client::Span>,
+    _tracy: Option<tracy::Zone>,
 }
 
 impl Span {
+    /// `tracy` makes the Tracy zone (compiled out without the feature).
     #[inline(always)]
-    fn new(category: Category, label: Label, lane: u32) -> Span {
+    fn new(
+        category: Category,
+        label: Label,
+        lane: u32,
+        #[cfg_attr(not(feature = "tracy-core"), allow(unused_variables))] tracy: impl FnOnce()
+            -> Option<
+            TracyZone,
+        >,
+    ) -> Span {
         Span {
             _timeline: timeline::begin(category, label, lane),
             #[cfg(feature = "tracy-core")]
-            _tracy: tracy::span(label),
+            _tracy: tracy(),
         }
     }
 }
+
+#[cfg(feature = "tracy-core")]
+type TracyZone = tracy::Zone;
+#[cfg(not(feature = "tracy-core"))]
+type TracyZone = ();
+
+/// A node's or profiler zone's name, numbered for the timeline and with
+/// its Tracy source location (made once, when the name is interned).
+#[derive(Copy, Clone)]
+pub(crate) struct NodeLabel {
+    id: u32,
+    #[cfg(feature = "tracy-core")]
+    tracy: &'static tracy::Location,
+}
+
+impl std::fmt::Debug for NodeLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NodeLabel({})", self.id)
+    }
+}
+
+impl PartialEq for NodeLabel {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for NodeLabel {}
 
 /// A task starts running; the span covers its body. `site` is where it was
 /// spawned, when known.
 #[inline(always)]
 pub(crate) fn task(lane: Lane, site: Option<&'static Location<'static>>) -> Span {
     let label = site.map_or(Label::Fixed("task"), Label::Site);
-    Span::new(Category::Task, label, timeline::lane_code(lane))
+    Span::new(Category::Task, label, timeline::lane_code(lane), || {
+        #[cfg(feature = "tracy-core")]
+        return Some(tracy::task_zone(site));
+        #[cfg(not(feature = "tracy-core"))]
+        None
+    })
 }
 
-/// A task-graph node starts running (`name_id` is its interned name).
+/// A task-graph node (or a profiler zone) named `label` starts running.
 #[inline(always)]
-pub(crate) fn node(name_id: u32, lane: Lane) -> Span {
+pub(crate) fn node(label: NodeLabel, lane: Lane) -> Span {
     Span::new(
         Category::Node,
-        Label::Node(name_id),
+        Label::Node(label.id),
         timeline::lane_code(lane),
+        || {
+            #[cfg(feature = "tracy-core")]
+            return Some(tracy::named_zone(label.tracy));
+            #[cfg(not(feature = "tracy-core"))]
+            None
+        },
     )
 }
 
-/// One steal attempt from `victim` (a slot index, or `None` for the injector)
-/// in `lane`, which took `taken` tasks (0: failed).
+/// One steal attempt from `victim` (a slot index, or `None` for the
+/// injector) in `lane`, which took `taken` tasks (0: it failed), by the
+/// thread whose search state is `search`. Every attempt is a timeline
+/// event. In Tracy a steal that took work is a zone carrying the count
+/// taken, and failed attempts are folded into `search`'s zone.
 #[inline(always)]
-pub(crate) fn steal(victim: Option<usize>, lane: Lane, taken: u32) {
+pub(crate) fn steal(victim: Option<usize>, lane: Lane, taken: u32, search: &Search) {
     let victim = victim.map_or(u32::MAX, |v| v as u32);
     timeline::instant(Category::Steal, victim, timeline::lane_code(lane), taken);
     #[cfg(feature = "tracy-core")]
-    tracy::steal(victim, lane, taken);
+    if taken == 0 {
+        search.tracy.failed();
+    } else {
+        tracy::steal(taken);
+    }
+    #[cfg(not(feature = "tracy-core"))]
+    let _ = search;
+}
+
+/// A thread's search for work, for the profiler: in Tracy one zone from
+/// its first failed steal attempt until it runs a task, parks or stops
+/// searching ([`Search::end`]), carrying the number of failed attempts.
+/// Without the `tracy` feature it is empty.
+#[derive(Default)]
+pub(crate) struct Search {
+    #[cfg(feature = "tracy-core")]
+    tracy: tracy::Search,
+}
+
+impl Search {
+    /// The search ended: the thread runs a task, parks, or returns from
+    /// the wait it searched in.
+    #[inline(always)]
+    pub(crate) fn end(&self) {
+        #[cfg(feature = "tracy-core")]
+        self.tracy.end();
+    }
 }
 
 /// The thread in `slot` parks; the span covers the sleep.
 #[inline(always)]
 pub(crate) fn park(slot: usize) -> Span {
     let _ = slot;
-    Span::new(Category::Park, Label::Fixed("park"), 0)
+    Span::new(Category::Park, Label::Fixed("park"), 0, || {
+        #[cfg(feature = "tracy-core")]
+        return tracy::park_zone();
+        #[cfg(not(feature = "tracy-core"))]
+        None
+    })
 }
 
 /// A wake-up was sent to `slot`.
@@ -80,13 +164,23 @@ pub(crate) fn wake(slot: usize) {
 /// the wait, including the tasks it runs meanwhile.
 #[inline(always)]
 pub(crate) fn wait() -> Span {
-    Span::new(Category::Wait, Label::Fixed("wait"), 0)
+    Span::new(Category::Wait, Label::Fixed("wait"), 0, || {
+        #[cfg(feature = "tracy-core")]
+        return Some(tracy::wait_zone());
+        #[cfg(not(feature = "tracy-core"))]
+        None
+    })
 }
 
 /// A blocking-pool task runs; the span covers it.
 #[inline(always)]
 pub(crate) fn blocking_task() -> Span {
-    Span::new(Category::Blocking, Label::Fixed("blocking task"), 0)
+    Span::new(Category::Blocking, Label::Fixed("blocking task"), 0, || {
+        #[cfg(feature = "tracy-core")]
+        return Some(tracy::blocking_zone());
+        #[cfg(not(feature = "tracy-core"))]
+        None
+    })
 }
 
 /// Task-graph frame `number` runs on this thread; the span covers it, and
@@ -94,7 +188,12 @@ pub(crate) fn blocking_task() -> Span {
 #[inline(always)]
 pub(crate) fn frame(number: u64) -> FrameSpan {
     FrameSpan {
-        _span: Span::new(Category::Frame, Label::Frame(number), 0),
+        _span: Span::new(Category::Frame, Label::Frame(number), 0, || {
+            #[cfg(feature = "tracy-core")]
+            return Some(tracy::frame_zone());
+            #[cfg(not(feature = "tracy-core"))]
+            None
+        }),
     }
 }
 
@@ -111,14 +210,16 @@ impl Drop for FrameSpan {
     }
 }
 
-/// Values plotted at the end of each frame: tasks queued per lane, threads
-/// awake (not parked), blocking-pool threads.
+/// Values plotted at the end of each frame: the normal and background
+/// tasks still queued (work carried over to the next frame; frame-critical
+/// work is done by the frame's end, so its queue would always read 0), and
+/// how many of the frame's nodes threads other than the frame's ran.
 #[inline(always)]
-pub(crate) fn frame_plots(queued: impl Fn(Lane) -> usize, awake: impl Fn() -> usize) {
+pub(crate) fn frame_plots(queued: impl Fn(Lane) -> usize, helper_nodes: impl Fn() -> usize) {
     #[cfg(feature = "tracy-core")]
-    tracy::frame_plots(&queued, awake());
+    tracy::frame_plots(&queued, helper_nodes());
     #[cfg(not(feature = "tracy-core"))]
-    let _ = (queued, awake);
+    let _ = (queued, helper_nodes);
 }
 
 /// Plots a blocking pool's thread count.
@@ -140,92 +241,10 @@ pub(crate) fn thread_started(name: &str) {
 }
 
 /// Numbers a graph node's name for both backends (when a graph is built).
-pub(crate) fn intern_node_name(name: &str) -> u32 {
-    let id = timeline::intern(name);
-    #[cfg(feature = "tracy-core")]
-    tracy::register_node_name(id, name);
-    id
-}
-
-#[cfg(feature = "tracy-core")]
-mod tracy {
-    //! The Tracy backend: zones with dynamic names (spawn site, node name),
-    //! messages for steals and wake-ups, frame marks and plots.
-
-    use super::Label;
-    use crate::lane::Lane;
-    use std::sync::{Mutex, OnceLock};
-    use tracy_client::{plot_name, Client};
-
-    fn client() -> Client {
-        Client::start()
-    }
-
-    fn node_names() -> &'static Mutex<Vec<String>> {
-        static NAMES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-        NAMES.get_or_init(|| Mutex::new(Vec::new()))
-    }
-
-    pub(super) fn register_node_name(id: u32, name: &str) {
-        let mut names = node_names().lock().unwrap_or_else(|e| e.into_inner());
-        if names.len() <= id as usize {
-            names.resize(id as usize + 1, String::new());
-        }
-        names[id as usize] = name.to_owned();
-    }
-
-    pub(super) fn span(label: Label) -> Option<tracy_client::Span> {
-        let client = client();
-        Some(match label {
-            Label::Fixed(name) => client.span_alloc(Some(name), "", "", 0, 0),
-            Label::Site(site) => client.span_alloc(Some("task"), "", site.file(), site.line(), 0),
-            Label::Node(id) => {
-                let names = node_names().lock().unwrap_or_else(|e| e.into_inner());
-                let name = names.get(id as usize).map_or("node", String::as_str);
-                client.span_alloc(Some(name), "", "", 0, 0)
-            }
-            Label::Frame(_) => client.span_alloc(Some("frame"), "", "", 0, 0),
-        })
-    }
-
-    pub(super) fn steal(victim: u32, lane: Lane, taken: u32) {
-        let client = client();
-        let span = client.span_alloc(Some("steal"), "", "", 0, 0);
-        let victim = if victim == u32::MAX {
-            "injector".to_owned()
-        } else {
-            victim.to_string()
-        };
-        span.emit_text(&format!("victim {victim}, lane {lane:?}, took {taken}"));
-    }
-
-    pub(super) fn wake(slot: usize) {
-        client().message(&format!("wake slot {slot}"), 0);
-    }
-
-    pub(super) fn frame_mark() {
-        client().frame_mark();
-    }
-
-    pub(super) fn frame_plots(queued: &dyn Fn(Lane) -> usize, awake: usize) {
-        let client = client();
-        client.plot(
-            plot_name!("queued frame-critical"),
-            queued(Lane::FrameCritical) as f64,
-        );
-        client.plot(plot_name!("queued normal"), queued(Lane::Normal) as f64);
-        client.plot(
-            plot_name!("queued background"),
-            queued(Lane::Background) as f64,
-        );
-        client.plot(plot_name!("threads awake"), awake as f64);
-    }
-
-    pub(super) fn blocking_threads(threads: usize) {
-        client().plot(plot_name!("blocking threads"), threads as f64);
-    }
-
-    pub(super) fn thread_name(name: &str) {
-        client().set_thread_name(name);
+pub(crate) fn intern_node_name(name: &str) -> NodeLabel {
+    NodeLabel {
+        id: timeline::intern(name),
+        #[cfg(feature = "tracy-core")]
+        tracy: tracy::named_location(name),
     }
 }

@@ -109,6 +109,8 @@ mod spawn;
 mod stats;
 #[cfg(not(loom))]
 pub mod timeline;
+#[cfg(all(not(loom), feature = "tracy-core"))]
+mod tracy;
 #[cfg(not(loom))]
 mod worker;
 

@@ -8,7 +8,7 @@ use crate::lane::Lane;
 /// A zone name, registered once (registration takes a lock; entering a
 /// zone does not).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct ZoneName(u32);
+pub struct ZoneName(instrument::NodeLabel);
 
 impl ZoneName {
     /// Registers `name` (the same name twice gives the same `ZoneName`).

@@ -185,7 +185,7 @@ impl Shared {
         // Before any queue exists: both sides of every fence pair must agree.
         crate::fence::init();
         let slots = config.threads + 1;
-        Arc::new_cyclic(|me| Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
             slots: (0..slots).map(|_| Slot::new()).collect(),
             injector: std::array::from_fn(|_| TaskQueue::new()),
             advertised: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
@@ -198,7 +198,7 @@ impl Shared {
             shared_frames: CachePadded::new(AtomicUsize::new(0)),
             in_frame_wait_ticks: AtomicU64::new(0),
             last_frame_end: AtomicU64::new(0),
-            next_frame: NextFrame::new(),
+            next_frame: NextFrame::new(config.early_wake),
             gate: Gate::default(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
@@ -207,7 +207,14 @@ impl Shared {
             external: SlotCounters::default(),
             config,
             me: me.clone(),
-        })
+        });
+        #[cfg(feature = "tracy-core")]
+        {
+            let mut pools = live_pools().lock().unwrap_or_else(|e| e.into_inner());
+            pools.retain(|pool| pool.strong_count() > 0);
+            pools.push(Arc::downgrade(&shared));
+        }
+        shared
     }
 
     pub(crate) fn worker_count(&self) -> usize {
@@ -231,17 +238,6 @@ impl Shared {
     pub(crate) fn threads_started(&self) -> usize {
         // Relaxed: a hint; a thread that starts later only adds helpers.
         self.started.load(Ordering::Relaxed)
-    }
-
-    /// Started workers not parked right now, for plots. A worker parks
-    /// before its spawner stores `started`, so this counts among the
-    /// started slots instead of subtracting all parked slots from
-    /// `started`, which could go below zero.
-    pub(crate) fn workers_awake(&self) -> usize {
-        self.slots[..self.threads_started()]
-            .iter()
-            .filter(|slot| !slot.counters.is_parked())
-            .count()
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -276,11 +272,6 @@ impl Shared {
     pub(crate) fn frame_ended(&self, end_tick: u64) {
         self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
         self.last_frame_end.store(end_tick, Ordering::Relaxed);
-    }
-
-    /// Whether workers may wake early for a forecast frame.
-    pub(crate) fn wakes_early(&self) -> bool {
-        self.config.early_wake == EarlyWake::Forecast
     }
 
     /// Whether a frame starting at `start_tick` follows an idle gap of at
@@ -558,23 +549,23 @@ fn store_if_moved(hint: &AtomicU64, ticks: u64) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use crate::Pool;
+/// Every pool created and not yet dropped, for the profiler's exit handler
+/// (tracy.rs); dead entries are pruned when a pool is created.
+#[cfg(feature = "tracy-core")]
+fn live_pools() -> &'static Mutex<Vec<Weak<Shared>>> {
+    static POOLS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+    &POOLS
+}
 
-    /// A worker can park before its spawner stores `started` (the spawner
-    /// is still returning from the spawn call). The awake count must stay
-    /// within the started workers then; it used to subtract every parked
-    /// slot from `started` and underflow.
-    #[test]
-    fn awake_count_ignores_a_parked_worker_not_yet_counted() {
-        let pool = Pool::builder().threads(2).build().unwrap();
-        let shared = pool.shared();
-        assert_eq!(shared.threads_started(), 0);
-        // What worker 0 does when it parks before its spawner counts it.
-        shared.slots[0].counters.begin_park();
-        assert!(shared.slots[0].counters.is_parked());
-        assert_eq!(shared.workers_awake(), 0);
-        shared.slots[0].counters.end_park();
+/// Wakes every thread slot of every live pool, so that threads parked for
+/// good leave their profiler zones before the profiler shuts down
+/// (tracy.rs). A woken thread finds nothing to do and parks again.
+#[cfg(feature = "tracy-core")]
+pub(crate) fn wake_all_for_exit() {
+    let pools = live_pools().lock().unwrap_or_else(|e| e.into_inner());
+    for pool in pools.iter().filter_map(Weak::upgrade) {
+        for slot in 0..pool.sleep.slots() {
+            pool.sleep.unpark(slot);
+        }
     }
 }

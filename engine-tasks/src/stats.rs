@@ -96,6 +96,7 @@ impl SlotCounters {
     }
 
     /// Whether the slot's owner is parked now (a hint).
+    #[cfg(test)]
     pub(crate) fn is_parked(&self) -> bool {
         // Relaxed: a statistic.
         self.parked_since.load(Ordering::Relaxed) != 0

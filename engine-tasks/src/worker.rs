@@ -130,6 +130,8 @@ pub(crate) struct Local<'a> {
     /// its next idle period is between frames (see [`Local::idle`]), even
     /// before the frame's thread has noticed that the frame ended.
     ended_frame: Cell<bool>,
+    /// The profiler's view of the current search for work (instrument.rs).
+    search: instrument::Search,
 }
 
 impl<'a> Local<'a> {
@@ -165,6 +167,7 @@ impl<'a> Local<'a> {
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
             ended_frame: Cell::new(false),
+            search: instrument::Search::default(),
         }
     }
 
@@ -546,7 +549,7 @@ impl<'a> Local<'a> {
         // A fair share, so one thread does not drain a burst alone.
         let share = (injector.len() / (self.shared.worker_count() + 1)).min(INJECTOR_BATCH);
         let task = self.refill(injector, lane, share);
-        instrument::steal(None, lane, u32::from(task.is_some()));
+        instrument::steal(None, lane, u32::from(task.is_some()), &self.search);
         task
     }
 
@@ -578,11 +581,11 @@ impl<'a> Local<'a> {
             counters.steal_operations.bump();
             if let Some((task, taken)) = self.steal_from(slot, lane) {
                 counters.stolen_tasks.add(u64::from(taken));
-                instrument::steal(Some(victim), lane, taken);
+                instrument::steal(Some(victim), lane, taken, &self.search);
                 return Some(task);
             }
             counters.failed_steals.bump();
-            instrument::steal(Some(victim), lane, 0);
+            instrument::steal(Some(victim), lane, 0, &self.search);
         }
         None
     }
@@ -661,6 +664,7 @@ impl<'a> Local<'a> {
     }
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
+        self.search.end();
         let scope = task.scope();
         self.credit.settle_unless(scope);
         let outer_scope = self.running_scope.replace(scope);
@@ -697,6 +701,12 @@ impl<'a> Local<'a> {
     /// that cannot finish until the running code returns.
     pub(crate) fn in_a_wait(&self) -> bool {
         self.wait_depth.get() > 0
+    }
+
+    /// The thread stopped looking for work without running a task or
+    /// parking (a planned frame's walker found its next node ready).
+    pub(crate) fn end_search(&self) {
+        self.search.end();
     }
 
     /// Runs `f` as a wait: [`Local::in_a_wait`] holds inside it. For a
@@ -837,6 +847,7 @@ impl<'a> Local<'a> {
                 self.shared.notify(lane);
             }
         }
+        self.search.end();
         self.slot.counters.begin_park();
         let woken = {
             let _span = instrument::park(self.index);
@@ -1009,6 +1020,7 @@ impl<'a> Local<'a> {
                 self.run_found(found);
             }
         }
+        self.search.end();
         self.take_back_background_permits(lent);
         self.wait_depth.set(self.wait_depth.get() - 1);
         // Back to the code that waited, which may block on anything.

@@ -54,7 +54,6 @@ use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::countdown::Countdown;
-use crate::early_wake::Cadence;
 use crate::faults::{self, Site};
 use crate::instrument;
 use crate::lane::Lane;
@@ -151,8 +150,8 @@ const LIGHT_NODE_NANOS: f64 = 200.0;
 
 struct Node<C: ?Sized> {
     name: Box<str>,
-    /// The name's number in the timeline recorder and profiler.
-    name_id: u32,
+    /// The name as the timeline recorder and the profiler know it.
+    label: instrument::NodeLabel,
     lane: Lane,
     pinned: bool,
     /// Whether queueing this node wakes a sleeping thread (see
@@ -319,17 +318,7 @@ pub(super) struct Runtime<C: ?Sized> {
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
     gap_estimate: f64,
-    /// The frame loop's period, for early wake-ups (`early_wake.rs`).
-    cadence: Cadence,
-    /// Worker slots other than the frame's thread that ran nodes, in each
-    /// of the last [`HELPER_FRAMES`] frames (a ring, by frame number): the
-    /// workers that wake early for the next.
-    helper_slots: [u64; HELPER_FRAMES],
 }
-
-/// How many frames a worker that ran nodes stays among the ones that wake
-/// early: one frame it missed (woken late, say) does not drop it.
-const HELPER_FRAMES: usize = 8;
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
 // runtime is thread-bound; between frames only the owner touches it.
@@ -377,7 +366,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let nodes: Box<[Node<C>]> = specs
             .into_iter()
             .map(|s| Node {
-                name_id: instrument::intern_node_name(&s.name),
+                label: instrument::intern_node_name(&s.name),
                 name: s.name.into(),
                 lane: s.lane,
                 pinned: s.pinned,
@@ -474,8 +463,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             ran_alone: 0,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
-            cadence: Cadence::default(),
-            helper_slots: [0; HELPER_FRAMES],
         };
         runtime.reprioritize();
         runtime.replan_if_stale();
@@ -539,7 +526,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let started = Instant::now();
         let start_tick = clock::ticks();
         self.update_linger(pool_shared, start_tick);
-        self.forecast_next_frame(pool_shared, start_tick);
+        let idle_gap = (LINGER_GAP_NANOS / self.rate.nanos_per_tick()) as u64;
+        // The first frame after an idle gap of the pool (the first graph of
+        // a game's frame) times the loop (early_wake.rs). Frames back to back
+        // skip this, and the helper count below.
+        let after_idle_gap = pool_shared.idle_before(start_tick, idle_gap);
+        if after_idle_gap {
+            pool_shared
+                .next_frame
+                .frame_started(start_tick, self.rate.nanos_per_tick());
+        }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
@@ -623,10 +619,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.counted_frames += 1;
         }
         pool_shared.frame_ended(clock::ticks());
-        instrument::frame_plots(
-            |lane| pool_shared.queued(lane),
-            || pool_shared.workers_awake(),
-        );
         drop(frame_span);
         let end_tick = clock::ticks();
         let ended = Instant::now();
@@ -635,12 +627,27 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let steals = pool_shared.stolen_tasks_total() - steals_before;
         self.stats.set_sharing(sharing);
         self.record(number, ended - started, start_tick, steals, slots);
-        self.helper_slots[number as usize % HELPER_FRAMES] = if sharing == FrameSharing::Alone {
-            0
-        } else {
-            let frame_slot = self.shared_mut().inputs.thread_slot;
-            self.stats.slots_that_ran() & !bit_of(frame_slot)
-        };
+        if after_idle_gap {
+            // The workers that took part wake early for the next frames.
+            let helpers = if sharing == FrameSharing::Alone {
+                0
+            } else {
+                let frame_slot = self.shared_mut().inputs.thread_slot;
+                self.stats.slots_that_ran() & !bit_of(frame_slot)
+            };
+            pool_shared.next_frame.frame_ended(helpers);
+        }
+        let frame_slot = self.shared_mut().inputs.thread_slot as usize;
+        instrument::frame_plots(
+            |lane| pool_shared.queued(lane),
+            || {
+                let stats = &self.stats;
+                stats
+                    .nodes()
+                    .filter(|node| node.thread.is_some_and(|t| t != frame_slot))
+                    .count()
+            },
+        );
         // Parked time per slot, for the slots that ran: started workers and
         // the frame's thread.
         let workers = pool_shared.threads_started();
@@ -711,26 +718,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             0
         };
         pool.set_linger_ticks(linger);
-    }
-
-    /// At the start of a frame that follows an idle gap of the pool: feeds
-    /// the loop's period and tells the pool when to expect the next frame
-    /// (`early_wake.rs`), if frames are shared and the loop is steady.
-    fn forecast_next_frame(&mut self, pool: &crate::registry::Shared, start_tick: u64) {
-        let nanos_per_tick = self.rate.nanos_per_tick();
-        if !pool.idle_before(start_tick, (LINGER_GAP_NANOS / nanos_per_tick) as u64) {
-            // A frame right after another (the second graph of a game's
-            // frame, or frames back to back): threads are awake anyway.
-            return;
-        }
-        self.cadence.observe(start_tick);
-        let helpers = self.helper_slots.iter().fold(0, |all, slots| all | slots);
-        match self.cadence.forecast() {
-            Some(forecast) if self.waking && helpers != 0 && pool.wakes_early() => {
-                pool.next_frame.expect(forecast, helpers, nanos_per_tick)
-            }
-            _ => pool.next_frame.clear(),
-        }
     }
 
     fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
@@ -1052,7 +1039,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             frame: frame.number,
             name: &node.name,
         };
-        let _span = instrument::node(node.name_id, node.lane);
+        let _span = instrument::node(node.label, node.lane);
         // SAFETY: this thread owns the node for this frame (module docs), so
         // nobody else is in its body.
         let body = unsafe { &mut *node.body.get() };

@@ -378,6 +378,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 std::hint::spin_loop();
             }
             if self.can_progress(schedule, heads, frame.epoch) {
+                local.end_search();
                 return;
             }
             // The frame's thread leaves its helper tasks in its queue for
