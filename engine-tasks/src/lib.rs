@@ -58,61 +58,22 @@
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
-mod countdown;
-mod credit;
-mod deque;
-#[cfg(not(loom))]
-mod early_wake;
-mod fence;
-mod gate;
-mod idle;
-#[cfg(not(loom))]
-mod instrument;
 mod lane;
-mod latch;
-mod lifo;
 mod loom;
-mod node_marks;
-mod park;
-mod permits;
-mod placement;
-mod queue;
-mod ring;
-mod task;
-mod wakeups;
+pub(crate) mod sync;
 
-#[cfg(all(not(loom), feature = "assets"))]
-pub mod assets;
-#[cfg(not(loom))]
-pub mod blocking;
-#[cfg(not(loom))]
-mod cancel;
 #[cfg(not(loom))]
 mod clock;
 #[cfg(not(loom))]
 pub mod faults;
+
+pub mod blocking;
 #[cfg(not(loom))]
 pub mod graph;
 #[cfg(not(loom))]
-mod join;
-#[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
-pub mod profile;
-#[cfg(not(loom))]
-mod registry;
-#[cfg(not(loom))]
-mod scope;
-#[cfg(not(loom))]
-mod spawn;
-#[cfg(not(loom))]
-mod stats;
-#[cfg(not(loom))]
-pub mod timeline;
-#[cfg(all(not(loom), feature = "tracy-core"))]
-mod tracy;
-#[cfg(not(loom))]
-mod worker;
+mod trace;
 
 #[cfg(test)]
 mod test_support;
@@ -120,7 +81,11 @@ mod test_support;
 pub use lane::Lane;
 
 #[cfg(all(not(loom), feature = "assets"))]
-pub use assets::{AssetError, AssetErrorKind};
+pub use blocking::assets;
+#[cfg(all(not(loom), feature = "assets"))]
+pub use blocking::assets::{AssetError, AssetErrorKind};
+#[cfg(not(loom))]
+pub use trace::{profile, timeline};
 
 #[cfg(not(loom))]
 pub use {
@@ -128,19 +93,21 @@ pub use {
         BlockingBuildError, BlockingError, BlockingMetrics, BlockingPool, BlockingPoolBuilder,
         BlockingPoolHandle, BlockingTask,
     },
-    cancel::CancellationToken,
-    early_wake::EarlyWake,
     graph::{
         FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, ReadyOrder,
         TaskGraph, TaskGraphBuilder,
     },
     pool::{
-        default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle,
-        SpawnError, MIN_STACK_SIZE,
+        cancel::CancellationToken,
+        default_pool,
+        early_wake::EarlyWake,
+        join, parallel_for,
+        registry::{SpawnFn, ThreadSpec, MAX_THREADS},
+        scope,
+        scope::Scope,
+        spawn::{panic_message, JoinError, JoinHandle},
+        stats::{LaneStats, PoolStats, ThreadStats},
+        BuildError, Pool, PoolBuilder, PoolHandle, SpawnError, MIN_STACK_SIZE,
     },
-    registry::{SpawnFn, ThreadSpec, MAX_THREADS},
-    scope::Scope,
-    spawn::{panic_message, JoinError, JoinHandle},
-    stats::{LaneStats, PoolStats, ThreadStats},
     timeline::TimelineError,
 };

@@ -1,7 +1,7 @@
 //! Dummy tasks for the primitive models and unit tests: headers whose run
 //! function does nothing, and a tracker that checks each was taken once.
 
-use crate::task::{Header, TaskRef};
+use crate::sync::task::{Header, TaskRef};
 use std::ptr::NonNull;
 
 use std::sync::Arc;

@@ -114,7 +114,8 @@ mod runtime;
 mod stats;
 
 pub use build::MAX_NODES;
-pub use stats::{FrameSharing, FrameStats, NodeOutcome, NodeTiming};
+pub use run_record::NodeOutcome;
+pub use stats::{FrameSharing, FrameStats, NodeTiming};
 
 use crate::lane::Lane;
 use crate::pool::PoolHandle;

@@ -19,9 +19,39 @@
 //! statistics ([`FrameStats`](super::FrameStats)), so recording a frame
 //! copies nothing, and the next frame rewrites the other array.
 
-use super::stats::{NodeOutcome, RawTiming};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a node's frame went.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum NodeOutcome {
+    /// The body ran and returned.
+    Ran = 0,
+    /// The body panicked.
+    Panicked = 1,
+    /// Not run: a node it depends on panicked or was skipped.
+    Skipped = 2,
+}
+
+impl NodeOutcome {
+    pub(super) fn from_u8(value: u8) -> Self {
+        match value {
+            0 => NodeOutcome::Ran,
+            1 => NodeOutcome::Panicked,
+            _ => NodeOutcome::Skipped,
+        }
+    }
+}
+
+/// What a frame recorded about a node, in clock ticks.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct RawTiming {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) thread: u32,
+    pub(super) outcome: NodeOutcome,
+}
 
 /// One node's run in the current frame; see the module docs.
 #[repr(align(32))]

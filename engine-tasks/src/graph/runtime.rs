@@ -48,22 +48,23 @@ mod alone;
 mod planned;
 
 use super::build::Topology;
+use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
-use super::stats::{FrameStats, NodeOutcome};
+use super::stats::FrameStats;
 use super::FrameSharing;
 use super::{Body, FrameError, NodeContext, NodePanic, NodeSpec, ReadyOrder};
 use crate::clock::{self, TickRate};
-use crate::countdown::Countdown;
 use crate::faults::{self, Site};
-use crate::instrument;
 use crate::lane::Lane;
-use crate::latch::{Latch, Waiter};
-use crate::node_marks::{NodeMarks, Sleepers};
+use crate::pool::spawn::panic_message;
+use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
-use crate::queue::TaskQueue;
-use crate::spawn::panic_message;
-use crate::task::{Header, TaskRef};
-use crate::worker::{self, AbortOnUnwind, Local};
+use crate::sync::countdown::Countdown;
+use crate::sync::latch::{Latch, Waiter};
+use crate::sync::node_marks::{NodeMarks, Sleepers};
+use crate::sync::queue::TaskQueue;
+use crate::sync::task::{Header, TaskRef};
+use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
 use crossbeam_utils::CachePadded;
 use planned::Schedule;
@@ -560,7 +561,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 // a handle.
                 inputs.waker = Some(match local {
                     Some(l) => Waiter::Slot(pool_shared.sleep.parker(l.index())),
-                    None => worker::waiter_without_slot(),
+                    None => crate::pool::wait::waiter_without_slot(),
                 });
                 // SAFETY: from here on the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
@@ -601,7 +602,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 if let Some(local) = local {
                     local.wait_frame(&shared.done, floor, &shared.inbox);
                 } else {
-                    worker::wait_without_slot(
+                    crate::pool::wait::wait_without_slot(
                         pool_shared,
                         &shared.done,
                         || floor,
@@ -698,7 +699,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// Smooths the gap since the last frame and tells the pool how long its
     /// idle threads should wait for the next frame before they park (see
     /// [`LINGER_GAP_NANOS`]).
-    fn update_linger(&mut self, pool: &crate::registry::Shared, start_tick: u64) {
+    fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
         let Some(last_end) = self.last_end_tick else {
             return;
         };
@@ -973,7 +974,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         &self,
         nodes: impl Iterator<Item = u32>,
         local: Option<&Local<'_>>,
-        pool: &crate::registry::Shared,
+        pool: &crate::pool::registry::Shared,
         wake_all: bool,
     ) {
         let mut pushed = Pushed::default();

@@ -1,30 +1,8 @@
 //! Per-frame statistics of a task graph: the frame's run records, swapped
 //! in after every frame, and what is derived from them.
 
-use super::run_record::RunRecord;
+use super::run_record::{NodeOutcome, RunRecord};
 use std::time::Duration;
-
-/// How a node's frame went.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum NodeOutcome {
-    /// The body ran and returned.
-    Ran = 0,
-    /// The body panicked.
-    Panicked = 1,
-    /// Not run: a node it depends on panicked or was skipped.
-    Skipped = 2,
-}
-
-impl NodeOutcome {
-    pub(super) fn from_u8(value: u8) -> Self {
-        match value {
-            0 => NodeOutcome::Ran,
-            1 => NodeOutcome::Panicked,
-            _ => NodeOutcome::Skipped,
-        }
-    }
-}
 
 /// Which threads a frame could use; see the module docs of
 /// [`graph`](super) ("Frames run alone").
@@ -58,15 +36,6 @@ pub struct NodeTiming {
     pub thread: Option<usize>,
     /// Whether it ran.
     pub outcome: NodeOutcome,
-}
-
-/// What a frame recorded about a node, in clock ticks.
-#[derive(Copy, Clone, Debug)]
-pub(super) struct RawTiming {
-    pub(super) start: u64,
-    pub(super) end: u64,
-    pub(super) thread: u32,
-    pub(super) outcome: NodeOutcome,
 }
 
 /// Statistics of the last frame of a graph; see

@@ -40,10 +40,10 @@
 
 use super::{FrameView, ShareThreshold, Shared, NONE};
 use crate::clock;
-use crate::graph::stats::NodeOutcome;
+use crate::graph::run_record::NodeOutcome;
 use crate::graph::{FrameSharing, ReadyOrder};
 use crate::lane::Lane;
-use crate::worker::Local;
+use crate::pool::worker::Local;
 use std::collections::VecDeque;
 
 /// How many nodes of an untimed graph run between two looks at the clock

@@ -40,7 +40,7 @@
 
 use super::{FrameView, NodeOutcome, Shared};
 use crate::clock;
-use crate::worker::Local;
+use crate::pool::worker::Local;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 

@@ -452,7 +452,7 @@ mod pool_tests {
     use super::*;
     use crate::clock;
     use crate::lane::Lane;
-    use crate::task::{Header, TaskRef};
+    use crate::sync::task::{Header, TaskRef};
     use crate::Pool;
     use std::ptr::NonNull;
     use std::sync::atomic::AtomicBool;

@@ -43,7 +43,7 @@
 //! through an `unsafe` promise that there is one owner at a time.
 
 use crate::loom::atomic::{AtomicPtr, AtomicU64, Ordering};
-use crate::task::{Header, TaskRef};
+use crate::sync::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};

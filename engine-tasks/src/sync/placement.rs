@@ -282,7 +282,7 @@ mod os {
 #[cfg(all(test, target_os = "linux", not(loom)))]
 mod tests {
     use super::Placement;
-    use crate::park::Parker;
+    use crate::sync::park::Parker;
     use std::mem;
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::sync::Arc;
@@ -367,7 +367,7 @@ mod tests {
 mod loom_models {
     use crate::loom::atomic::{AtomicBool, Ordering};
     use crate::loom::{thread, Arc};
-    use crate::park::{Parker, Woken};
+    use crate::sync::park::{Parker, Woken};
 
     /// Two wakers race each other and the owner's park: the owner has its
     /// whole mask whenever `park` returns, and no steer lands after it left

@@ -43,8 +43,8 @@
 //! Between those points the thread only runs tasks of the credited scope, or
 //! waits inside one, and the scope cannot end before those finish anyway.
 
-use crate::latch::Latch;
-use crate::task::scope_key;
+use crate::sync::latch::Latch;
+use crate::sync::task::scope_key;
 use std::cell::Cell;
 use std::ptr;
 
@@ -135,9 +135,9 @@ impl Drop for ScopeCredit {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::latch::Waiter;
     use crate::loom::atomic::{AtomicUsize, Ordering};
     use crate::loom::{thread, Arc};
+    use crate::sync::latch::Waiter;
 
     /// The owner of a scope spawns two tasks; two threads each run one,
     /// keeping its count as credit, and one of them spends that credit on a

@@ -2,8 +2,8 @@
 //! the same zones graph nodes get, in Tracy (with the `tracy` feature) and in
 //! the timeline recorder (while it records).
 
-use crate::instrument;
 use crate::lane::Lane;
+use crate::trace::instrument;
 
 /// A zone name, registered once (registration takes a lock; entering a
 /// zone does not).

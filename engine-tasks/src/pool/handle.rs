@@ -1,16 +1,16 @@
 //! The public pool: configuration, spawning, structured parallelism,
 //! statistics and shutdown.
 
-use crate::cancel::CancellationToken;
-use crate::early_wake::EarlyWake;
-use crate::join as fork_join;
 use crate::lane::Lane;
-use crate::queue::TaskList;
-use crate::registry::{self, Config, Shared, SpawnFn, ThreadSpec, MAX_THREADS};
-use crate::scope::{self, Scope};
-use crate::spawn::{Body, JoinHandle, SpawnCell, WithToken};
-use crate::stats::PoolStats;
-use crate::worker;
+use crate::pool::cancel::CancellationToken;
+use crate::pool::early_wake::EarlyWake;
+use crate::pool::join as fork_join;
+use crate::pool::registry::{self, Config, Shared, SpawnFn, ThreadSpec, MAX_THREADS};
+use crate::pool::scope::{self, Scope};
+use crate::pool::spawn::{Body, JoinHandle, SpawnCell, WithToken};
+use crate::pool::stats::PoolStats;
+use crate::pool::worker;
+use crate::sync::queue::TaskList;
 use std::fmt;
 use std::io;
 use std::ops::{Deref, Range};
@@ -188,6 +188,7 @@ impl PoolBuilder {
             spawn: self
                 .spawn
                 .unwrap_or_else(|| Arc::new(registry::spawn_std_thread)),
+            thread_body: worker::run_worker,
         };
         Ok(Pool {
             handle: PoolHandle {

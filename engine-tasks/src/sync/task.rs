@@ -10,8 +10,8 @@
 //! a time, and whoever takes it out either runs it or hands it to another
 //! queue. Running consumes it.
 
-use crate::latch::Latch;
 use crate::loom::atomic::AtomicPtr;
+use crate::sync::latch::Latch;
 use std::panic::Location;
 use std::ptr::{self, NonNull};
 

@@ -210,7 +210,7 @@ extern "C" fn on_exit() {
     // Relaxed: parked threads see it after the wake-up below, whose
     // unpark/park pair orders it.
     EXITING.store(true, Ordering::Relaxed);
-    crate::registry::wake_all_for_exit();
+    crate::pool::registry::wake_all_for_exit();
 }
 
 /// Whether the process is exiting: threads park without a zone then.
@@ -294,7 +294,7 @@ impl Drop for Search {
 pub(crate) fn wake(slot: usize) {
     static MESSAGES: OnceLock<Box<[Box<str>]>> = OnceLock::new();
     let messages = MESSAGES.get_or_init(|| {
-        (0..crate::idle::MAX_SLOTS)
+        (0..crate::sync::idle::MAX_SLOTS)
             .map(|slot| format!("wake slot {slot}").into_boxed_str())
             .collect()
     });

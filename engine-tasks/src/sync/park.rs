@@ -25,7 +25,7 @@
 
 use crate::loom::atomic::{AtomicU32, Ordering};
 use crate::loom::{Condvar, Mutex};
-use crate::placement::Placement;
+use crate::sync::placement::Placement;
 use std::time::Duration;
 
 const EMPTY: u32 = 0;

@@ -7,13 +7,13 @@
 //! the closure is caught and stored; [`JoinHandle::join`] returns it as
 //! [`JoinError::Panicked`] and the worker carries on.
 
-use crate::cancel::CancellationToken;
 use crate::faults::{self, Site};
 use crate::lane::Lane;
-use crate::latch::Latch;
-use crate::registry::Shared;
-use crate::task::{Header, TaskRef};
-use crate::worker;
+use crate::pool::cancel::CancellationToken;
+use crate::pool::registry::Shared;
+use crate::pool::worker;
+use crate::sync::latch::Latch;
+use crate::sync::task::{Header, TaskRef};
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -229,7 +229,7 @@ impl<T> JoinHandle<T> {
             let floor = self.cell.lane();
             worker::with_slot(&self.pool, |local| match local {
                 Some(local) => local.wait_until(latch, || floor),
-                None => worker::wait_without_slot(&self.pool, latch, || floor, None),
+                None => crate::pool::wait::wait_without_slot(&self.pool, latch, || floor, None),
             });
         }
         // SAFETY: the latch is set (the waits return only then), and `self`

@@ -9,7 +9,7 @@
 //! blocks in `join`, `scope` or `JoinHandle::join` borrows it for the
 //! duration, so the main thread gets its own queues, can be stolen from, and
 //! sleeps in the same protocol as workers. One guest at a time; other outside
-//! threads wait without a slot (see `worker::wait_without_slot`). A thread
+//! threads wait without a slot (see `wait::wait_without_slot`). A thread
 //! that works in another pool (its worker or guest) never takes the guest
 //! slot: it waits without one, working for its own pool.
 //!
@@ -35,20 +35,19 @@
 //! one of its own tasks joins every other worker; its own thread exits when
 //! that task returns.
 
-use crate::deque::Deque;
-use crate::early_wake::{EarlyWake, NextFrame};
 use crate::faults::{self, Site};
-use crate::gate::Gate;
-use crate::idle::{Notify, Sleep, MAX_SLOTS};
-use crate::instrument;
 use crate::lane::Lane;
-use crate::lifo::LifoSlot;
-use crate::permits::Permits;
-use crate::queue::{TaskList, TaskQueue};
-use crate::ring::Ring;
-use crate::stats::{PoolStats, SlotCounters};
-use crate::task::TaskRef;
-use crate::worker;
+use crate::pool::early_wake::{EarlyWake, NextFrame};
+use crate::pool::stats::{PoolStats, SlotCounters};
+use crate::sync::deque::Deque;
+use crate::sync::gate::Gate;
+use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
+use crate::sync::lifo::LifoSlot;
+use crate::sync::permits::Permits;
+use crate::sync::queue::{TaskList, TaskQueue};
+use crate::sync::ring::Ring;
+use crate::sync::task::TaskRef;
+use crate::trace::instrument;
 use crossbeam_utils::CachePadded;
 use std::io;
 use std::panic::AssertUnwindSafe;
@@ -141,6 +140,10 @@ pub(crate) struct Config {
     pub(crate) stack_size: Option<usize>,
     pub(crate) early_wake: EarlyWake,
     pub(crate) spawn: Arc<SpawnFn>,
+    /// What a worker thread runs: its scheduler loop (`worker::run_worker`).
+    /// Handed in by the pool's builder, so that the registry, which starts
+    /// the threads, does not depend on what they run.
+    pub(crate) thread_body: fn(Arc<Shared>, usize),
 }
 
 pub(crate) struct Shared {
@@ -183,7 +186,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
         // Before any queue exists: both sides of every fence pair must agree.
-        crate::fence::init();
+        crate::sync::fence::init();
         let slots = config.threads + 1;
         let shared = Arc::new_cyclic(|me| Shared {
             slots: (0..slots).map(|_| Slot::new()).collect(),
@@ -452,7 +455,8 @@ impl Shared {
             if faults::should_fail(Site::ThreadSpawn) {
                 return Err(io::Error::other("injected fault: thread spawn"));
             }
-            (self.config.spawn)(spec, Box::new(move || worker::run_worker(shared, index)))
+            let body = self.config.thread_body;
+            (self.config.spawn)(spec, Box::new(move || body(shared, index)))
         });
         match std::panic::catch_unwind(spawn)
             .unwrap_or_else(|_| Err(io::Error::other("the thread spawn function panicked")))

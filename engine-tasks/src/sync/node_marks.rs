@@ -37,8 +37,8 @@
 //! compiler fence and a load; the rare side (a walker about to sleep) pays
 //! the expensive fence (`fence.rs`).
 
-use crate::fence;
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::fence;
 
 /// A node's marks; see the module docs.
 pub(crate) struct NodeMarks {
@@ -152,7 +152,7 @@ mod loom_models {
     use super::*;
     use crate::loom::atomic::AtomicUsize;
     use crate::loom::{thread, Arc};
-    use crate::park::Parker;
+    use crate::sync::park::Parker;
 
     const EPOCH: u64 = 1;
 

@@ -6,10 +6,10 @@
 //! borrows.
 
 use crate::lane::Lane;
-use crate::latch::Latch;
-use crate::registry::Shared;
-use crate::task::{Header, TaskRef};
-use crate::worker::{self, AbortOnUnwind};
+use crate::pool::registry::Shared;
+use crate::pool::worker::{self, AbortOnUnwind};
+use crate::sync::latch::Latch;
+use crate::sync::task::{Header, TaskRef};
 use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
@@ -161,7 +161,7 @@ where
         let guard = AbortOnUnwind("while scope tasks were queued");
         match local {
             Some(local) => local.wait_until(&scope.latch, floor),
-            None => worker::wait_without_slot(shared, &scope.latch, floor, None),
+            None => crate::pool::wait::wait_without_slot(shared, &scope.latch, floor, None),
         }
         drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();

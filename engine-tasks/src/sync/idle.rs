@@ -38,7 +38,7 @@
 
 use crate::lane::Lane;
 use crate::loom::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use crate::park::{Parker, Woken};
+use crate::sync::park::{Parker, Woken};
 use crossbeam_utils::CachePadded;
 use std::time::Duration;
 

@@ -31,15 +31,15 @@
 //!   caller runs them. Nothing is joined while the lock is held, and a pool
 //!   thread that shuts the pool down does not join itself.
 
+use crate::blocking::wakeups::{OnSubmit, Wakeups};
 use crate::faults::{self, Site};
-use crate::instrument;
 use crate::lane::Lane;
-use crate::latch::Latch;
+use crate::pool::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
+use crate::pool::spawn::JoinError;
+use crate::pool::worker::AbortOnUnwind;
 use crate::pool::PoolHandle;
-use crate::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
-use crate::spawn::JoinError;
-use crate::wakeups::{OnSubmit, Wakeups};
-use crate::worker::{self, AbortOnUnwind};
+use crate::sync::latch::Latch;
+use crate::trace::instrument;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -638,7 +638,8 @@ type Continuation<T> = Box<dyn FnOnce(Result<T, JoinError>) + Send>;
 /// blocking thread survives.
 fn run_continuation<T>(continuation: Continuation<T>, result: Result<T, JoinError>) {
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| continuation(result))) {
-        let message = crate::spawn::panic_message(&*payload).unwrap_or("<non-string payload>");
+        let message =
+            crate::pool::spawn::panic_message(&*payload).unwrap_or("<non-string payload>");
         eprintln!("engine-tasks: a blocking task's continuation panicked: {message}");
     }
 }
@@ -712,7 +713,7 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// tasks take. On any other thread it sleeps and runs nothing.
     pub fn wait(self) -> Result<T, JoinError> {
         if !self.completion.done.is_set() {
-            worker::wait_working_for_own_pool(&self.completion.done);
+            crate::pool::wait::wait_working_for_own_pool(&self.completion.done);
         }
         let mut outcome = self.completion.lock();
         loop {

@@ -17,7 +17,7 @@
 
 use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};
-use crate::park::Parker;
+use crate::sync::park::Parker;
 
 const EMPTY: u8 = 0;
 const WAITER: u8 = 1;

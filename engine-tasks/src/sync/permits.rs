@@ -79,10 +79,10 @@ impl Permits {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::idle::{Notify, Sleep};
     use crate::lane::Lane;
     use crate::loom::atomic::fence;
     use crate::loom::{thread, Arc};
+    use crate::sync::idle::{Notify, Sleep};
 
     /// A worker that runs one background task, under a permit, by the
     /// idle protocol (slot 0; `work` stands for the queue).

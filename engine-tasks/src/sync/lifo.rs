@@ -13,7 +13,7 @@
 //! avoids writing to an empty slot's cache line.
 
 use crate::loom::atomic::{AtomicPtr, Ordering};
-use crate::task::{Header, TaskRef};
+use crate::sync::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::ptr::{self, NonNull};
 

@@ -22,9 +22,9 @@
 //! (fence.rs): the owner's, run on every `join`, is nearly free, and the
 //! thief's, run a few times per fork-join tree, is a system call.
 
-use crate::fence;
 use crate::loom::atomic::{AtomicPtr, AtomicU32, Ordering};
-use crate::task::{Header, TaskRef};
+use crate::sync::fence;
+use crate::sync::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};

@@ -9,10 +9,10 @@
 //! `b` may still be queued (`a`'s own panic is caught and re-raised later).
 
 use crate::lane::Lane;
-use crate::latch::Latch;
-use crate::registry::Shared;
-use crate::task::{Header, TaskRef};
-use crate::worker::{self, AbortOnUnwind, Local};
+use crate::pool::registry::Shared;
+use crate::pool::worker::{self, AbortOnUnwind, Local};
+use crate::sync::latch::Latch;
+use crate::sync::task::{Header, TaskRef};
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
@@ -152,7 +152,7 @@ where
             shared.inject_structured(lane, unsafe { job.task_ref() });
             let guard = AbortOnUnwind("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
-            worker::wait_without_slot(shared, &job.latch, || lane, None);
+            crate::pool::wait::wait_without_slot(shared, &job.latch, || lane, None);
             drop(guard);
             finish(result_a, job.into_result())
         }

@@ -7,13 +7,13 @@
 //!
 //! * **Tracy**, with the `tracy` (or `tracy-remote`) cargo feature. Without
 //!   it, that half of every function is compiled out.
-//! * **The timeline recorder** ([`crate::timeline`]), enabled at run time.
+//! * **The timeline recorder** ([`crate::trace::timeline`]), enabled at run time.
 //!   While it is not recording, each point costs one relaxed load.
 
 use crate::lane::Lane;
-use crate::timeline::{self, Category, Label, OpenSpan};
+use crate::trace::timeline::{self, Category, Label, OpenSpan};
 #[cfg(feature = "tracy-core")]
-use crate::tracy;
+use crate::trace::tracy;
 use std::panic::Location;
 
 /// Marks a span of time on the current thread; the span ends on drop.

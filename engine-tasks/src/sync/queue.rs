@@ -31,7 +31,7 @@
 //! reference-counted state.
 
 use crate::loom::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use crate::task::{Header, TaskRef};
+use crate::sync::task::{Header, TaskRef};
 use crossbeam_utils::CachePadded;
 use std::ptr::{self, NonNull};
 

@@ -1,0 +1,538 @@
+//! How a thread waits.
+//!
+//!
+//! A thread that waits for a latch (`join`, `scope`, `JoinHandle::join`)
+//! keeps running tasks until the latch is set, and sleeps in the same idle
+//! protocol as workers when it finds none, so new work wakes it too. It only
+//! runs tasks **at least as urgent** as the one it waits for (waiting on a
+//! frame-critical task runs only frame-critical tasks), and the tasks it runs
+//! may be any task of those lanes in the pool, not only descendants of its
+//! target: do not wait while holding a lock that other tasks take.
+//!
+//! A thread of one pool that waits on a task of another (a worker of pool A
+//! joins a task of pool B) waits without a slot in B and keeps running A's
+//! tasks of every lane, as its own pool's worker: B's task may wait on work
+//! of A in turn, and A's only worker may be the thread that is waiting. B's
+//! setter wakes it through A's parker, holding a reference to A until the
+//! wake is delivered (`Waiter::Owned` in latch.rs).
+
+use super::worker::{with_current, Found, Local};
+use crate::clock;
+use crate::lane::Lane;
+use crate::pool::registry::Shared;
+use crate::sync::latch::{Latch, Waiter};
+use crate::sync::park::Woken;
+use crate::sync::queue::TaskQueue;
+use crate::trace::instrument;
+use crossbeam_utils::Backoff;
+use std::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+/// Why [`Local::idle`] returned.
+pub(super) enum Idle {
+    Found(Found),
+    Woke,
+    Stopped,
+}
+
+/// How [`Local::park`] ended.
+pub(super) enum Parked {
+    /// As [`Local::idle`] would return.
+    Idle(Idle),
+    /// A timed park ran out; the thread left the idle set (and may hold the
+    /// searcher token, see `searching`).
+    TimedOut,
+}
+
+impl Local<'_> {
+    /// Nothing to run: spin briefly, announce idle, look once more, park.
+    ///
+    /// A free worker (`waiting` false) that runs out of work while a shared
+    /// task-graph frame runs first keeps looking for the frame's next nodes,
+    /// for up to `Shared::in_frame_wait_ticks`. One that runs out between
+    /// two frames of a frame loop instead waits for the next frame as long
+    /// as the loop asked (`Shared::linger_ticks`, zero for a paced loop),
+    /// then parks. A thread waiting for a target (`join`, `scope`, a frame)
+    /// keeps the short spin: its target may finish on another thread any
+    /// moment.
+    pub(super) fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
+        self.credit.settle();
+        let ended_frame = self.ended_frame.replace(false);
+        let look = || match self.find_task(floor, false) {
+            Some(found) => Some(Idle::Found(found)),
+            None => stop().then_some(Idle::Stopped),
+        };
+        // Looks every 32 pause instructions until `ticks` passed or
+        // `going_on` says no.
+        let poll = |ticks: u64, going_on: &dyn Fn() -> bool| {
+            let deadline = clock::ticks().saturating_add(ticks);
+            while clock::ticks() < deadline && going_on() {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+                if let Some(idle) = look() {
+                    return Some(idle);
+                }
+            }
+            None
+        };
+        let in_frame_wait = self.shared.in_frame_wait_ticks();
+        if !waiting && !ended_frame && in_frame_wait > 0 {
+            // During a shared frame the frame's next nodes are usually
+            // microseconds away (a layer boundary of the graph), while a park
+            // and its wake-up cost about 10 µs of CPU and 5 µs of latency
+            // here; so keep looking, for a bounded time, while the frame
+            // runs. Then go on as below.
+            if let Some(idle) = poll(in_frame_wait, &|| self.shared.in_shared_frame()) {
+                return idle;
+            }
+        }
+        if !waiting && (ended_frame || self.shared.between_frames()) {
+            // Between frames: wait for the next one only as long as the frame
+            // loop asked (registry.rs).
+            if let Some(idle) = poll(self.shared.linger_ticks(), &|| true) {
+                return idle;
+            }
+        } else {
+            // A short bounded spin (at most 63 pause instructions in all) so
+            // that a task pushed a moment later is taken without a sleep/wake
+            // round trip; beyond the waits above, never yields or spins
+            // longer.
+            let backoff = Backoff::new();
+            for _ in 0..6 {
+                backoff.spin();
+                if let Some(idle) = look() {
+                    return idle;
+                }
+            }
+        }
+        if !waiting {
+            // A paced frame loop expects its next frame: sleep until just
+            // before it, then look for its work (early_wake.rs).
+            if let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) {
+                if let Some(timeout) = plan.sleep {
+                    match self.park(floor, &stop, Some(timeout)) {
+                        Parked::TimedOut => self
+                            .shared
+                            .next_frame
+                            .record_oversleep(plan.wake_at, clock::ticks()),
+                        Parked::Idle(idle) => return idle,
+                    }
+                }
+                let started = std::time::Instant::now();
+                let found = poll(plan.look_until.saturating_sub(clock::ticks()), &|| true);
+                self.slot.counters.early_wake(started.elapsed());
+                if let Some(idle) = found {
+                    return idle;
+                }
+            }
+        }
+        match self.park(floor, &stop, None) {
+            Parked::Idle(idle) => idle,
+            Parked::TimedOut => unreachable!("a park without a timeout timed out"),
+        }
+    }
+
+    /// Announces this thread idle, looks once more, and parks (for at most
+    /// `timeout`): the idle protocol of idle.rs.
+    pub(super) fn park(
+        &self,
+        floor: Lane,
+        stop: &impl Fn() -> bool,
+        timeout: Option<Duration>,
+    ) -> Parked {
+        let sleep = &self.shared.sleep;
+        let was_searching = self.searching.replace(false);
+        sleep.prepare_park(self.index, floor, was_searching);
+        if let Some(found) = self.find_task(floor, true) {
+            if sleep.unidle(self.index, floor) {
+                self.searching.set(true);
+            } else {
+                // Others may be asleep while more work is queued.
+                self.shared.notify(found.lane);
+            }
+            return Parked::Idle(Idle::Found(found));
+        }
+        if stop() {
+            self.searching.set(sleep.unidle(self.index, floor));
+            return Parked::Idle(Idle::Stopped);
+        }
+        if was_searching {
+            // We were woken to search but may only run urgent lanes; if less
+            // urgent work is waiting, pass the search to a thread that can
+            // run it, since whoever pushed it may have been turned away.
+            if let Some(lane) = self.visible_lane_below(floor) {
+                self.shared.notify(lane);
+            }
+        }
+        self.search.end();
+        self.slot.counters.begin_park();
+        let woken = {
+            let _span = instrument::park(self.index);
+            match timeout {
+                Some(timeout) => sleep.park_timeout(self.index, timeout),
+                None => {
+                    sleep.park(self.index);
+                    Woken::Permit
+                }
+            }
+        };
+        self.slot.counters.end_park();
+        // A timed-out park leaves the idle set like a woken one: if a
+        // notifier claimed the slot meanwhile, we hold the searcher token.
+        self.searching.set(sleep.unidle(self.index, floor));
+        match woken {
+            Woken::Permit => Parked::Idle(Idle::Woke),
+            Woken::TimedOut => Parked::TimedOut,
+        }
+    }
+
+    /// Block-on-complete: runs tasks of lanes down to `floor` until `latch`
+    /// is set. See the module docs.
+    pub(crate) fn wait_until(&self, latch: &Latch, floor: impl Fn() -> Lane) {
+        if latch.is_set() {
+            return;
+        }
+        let _span = instrument::wait();
+        self.wait_helping(latch, floor);
+    }
+
+    pub(super) fn wait_helping(&self, latch: &Latch, floor: impl Fn() -> Lane) {
+        // Depth first: what the waiting task pushed last is most likely what
+        // it waits for, and running it keeps nesting shallow.
+        let newest_first = |floor| match self.take_newest(floor) {
+            Some(found) => {
+                self.run_found(found);
+                true
+            }
+            None => false,
+        };
+        self.wait_loop(latch, floor, newest_first, || false, || self.slot_waiter());
+    }
+
+    /// Block-on-complete for a frame: like [`Local::wait_until`], and also
+    /// runs the tasks that only this thread may run (`inbox`), first. Whoever
+    /// pushes to the inbox unparks this slot afterwards.
+    pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
+        let _span = instrument::wait();
+        let pinned_first = |_| match inbox.try_lock().and_then(|mut consumer| consumer.pop()) {
+            Some(task) => {
+                // Found work: hand the search on first, as `run_found` does,
+                // so pushes during a long pinned node still wake threads.
+                self.hand_on_search(Lane::FrameCritical);
+                self.run_task(task, Lane::FrameCritical);
+                true
+            }
+            None => false,
+        };
+        self.wait_loop(
+            latch,
+            || floor,
+            pinned_first,
+            || !inbox.is_empty(),
+            || self.slot_waiter(),
+        );
+    }
+
+    /// How a task of this pool wakes this thread: through its slot's
+    /// parker, which the pool keeps alive.
+    pub(super) fn slot_waiter(&self) -> Waiter {
+        Waiter::Slot(self.shared.sleep.parker(self.index))
+    }
+
+    /// How a task of *another* pool wakes this thread: through its slot's
+    /// parker, with a reference that keeps this pool alive until the wake
+    /// is delivered (latch.rs).
+    pub(crate) fn waiter_from_other_pool(&self) -> Waiter {
+        Waiter::Owned {
+            parker: self.shared.sleep.parker(self.index),
+            owner: self.shared.arc(),
+        }
+    }
+
+    /// Block-on-complete for a latch that a task of `other`, another pool,
+    /// sets (or, with `None`, a blocking thread of no pool): this thread
+    /// keeps working for its own pool (every lane) while
+    /// it waits, so work of its own pool that the awaited task waits for in
+    /// turn still runs (a worker of pool A waits on pool B, whose task waits
+    /// on a task of A). First, each round: `inbox` (the pinned nodes of a
+    /// frame of `other` that this thread runs), then, if `other` has no
+    /// thread to run its work (none started, or shutting down), one of
+    /// `other`'s tasks, then this thread's own newest task.
+    pub(super) fn wait_for_other_pool(
+        &self,
+        other: Option<&Shared>,
+        latch: &Latch,
+        other_floor: impl Fn() -> Lane,
+        inbox: Option<&TaskQueue>,
+    ) {
+        let _span = instrument::wait();
+        let first_look = |floor| {
+            if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
+                let _span = instrument::task(Lane::FrameCritical, task.site());
+                task.run();
+                return true;
+            }
+            if let Some(other) = other {
+                let must_help = other.threads_started() == 0 || other.is_shutdown();
+                if must_help && run_one_unowned(other, other_floor()) {
+                    return true;
+                }
+            }
+            match self.take_newest(floor) {
+                Some(found) => {
+                    self.run_found(found);
+                    true
+                }
+                None => false,
+            }
+        };
+        self.wait_loop(
+            latch,
+            || Lane::Background,
+            first_look,
+            || inbox.is_some_and(|q| !q.is_empty()),
+            || self.waiter_from_other_pool(),
+        );
+    }
+
+    /// The loop of every wait: `first_look` (which runs one task and says
+    /// whether it did), then the ordinary search, then the idle protocol,
+    /// until `latch` is set. `more_work` wakes the idle protocol early for
+    /// work `first_look` would find that the search does not see.
+    pub(super) fn wait_loop(
+        &self,
+        latch: &Latch,
+        floor: impl Fn() -> Lane,
+        mut first_look: impl FnMut(Lane) -> bool,
+        more_work: impl Fn() -> bool,
+        waiter: impl Fn() -> Waiter,
+    ) {
+        let mut registered = false;
+        self.wait_depth.set(self.wait_depth.get() + 1);
+        let lent = self.lend_background_permits();
+        while !latch.is_set() {
+            if self.credit.settle_if_last(latch) {
+                continue;
+            }
+            let floor = floor();
+            if first_look(floor) {
+                continue;
+            }
+            if let Some(found) = self.find_task(floor, false) {
+                self.run_found(found);
+                continue;
+            }
+            // Found nothing: give scope credit back first, which may set
+            // the latch we wait for.
+            if self.credit.settle() {
+                continue;
+            }
+            if !registered {
+                registered = true;
+                if !latch.register(waiter()) {
+                    break;
+                }
+            }
+            if let Idle::Found(found) = self.idle(floor, true, || latch.is_set() || more_work()) {
+                self.run_found(found);
+            }
+        }
+        self.search.end();
+        self.take_back_background_permits(lent);
+        self.wait_depth.set(self.wait_depth.get() - 1);
+        // Back to the code that waited, which may block on anything.
+        self.credit.settle();
+        self.leave_search();
+    }
+
+    /// A wait ended while this thread held the searcher token (it was woken
+    /// to look for work, then its own target finished). Gives the token back
+    /// and wakes a thread only if work is visible: waking one for nothing
+    /// after every frame cost a worker a futex round trip, a spin and a park
+    /// per frame. No wake-up is lost: a pusher turned away while we held the
+    /// token published its task before its fence; our release of the token
+    /// and the fence after it come later in the SeqCst order, so the look
+    /// below sees that task (the same pair as in idle.rs).
+    pub(super) fn leave_search(&self) {
+        if !self.searching.replace(false) || !self.shared.sleep.end_search() {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        let shared = self.shared;
+        let visible = Lane::ALL.iter().copied().find(|&lane| {
+            !shared.injector[lane.index()].is_empty()
+                || shared.slots.iter().any(|slot| slot.has_work(lane))
+        });
+        if let Some(lane) = visible {
+            shared.notify(lane);
+        }
+    }
+
+    /// This thread's newest task of the most urgent lane down to `floor`,
+    /// for a wait: per lane its LIFO slot, its ring, then its join deque.
+    ///
+    /// That order keeps nesting shallow: a scope's body pushes to the LIFO
+    /// slot and ring, while the join deque may hold halves of an enclosing
+    /// scope or join, whose tasks would open further waits on this stack.
+    ///
+    /// The LIFO slot and the join deque hold only tasks this thread pushed
+    /// itself (refills and steals go to the ring), so a background task
+    /// from them needs no permit: it may be what this thread waits for, and
+    /// the thread is blocked in the wait anyway, so running it takes no free
+    /// worker from the pool. Requiring one deadlocked a wait whose permit
+    /// was held further up its chain of joins (a background task joins a
+    /// normal one that joins a background one). The ring's tasks need a
+    /// permit like any other start of background work.
+    pub(super) fn take_newest(&self, floor: Lane) -> Option<Found> {
+        let own = |task, lane| Found {
+            task,
+            lane,
+            background_permit: false,
+        };
+        for &lane in floor.and_above() {
+            if let Some(task) = Self::take_lifo(self.queues(lane)) {
+                return Some(own(task, lane));
+            }
+            if let Some(found) = self.take_newest_from_ring(lane) {
+                return Some(found);
+            }
+            if let Some(task) = self.joins[lane.index()].pop() {
+                return Some(own(task, lane));
+            }
+        }
+        None
+    }
+
+    /// The newest task of `lane` in this thread's ring, with a background
+    /// permit if the lane needs one (`None` also when none is free).
+    pub(super) fn take_newest_from_ring(&self, lane: Lane) -> Option<Found> {
+        let background_permit = match lane {
+            Lane::Background => self.acquire_background()?,
+            _ => false,
+        };
+        let task = self.rings[lane.index()].pop_newest();
+        if task.is_none() && background_permit {
+            self.shared.release_background();
+        }
+        task.map(|task| Found {
+            task,
+            lane,
+            background_permit,
+        })
+    }
+}
+
+/// Waiting for a thread that holds no slot in `shared`. A worker or guest
+/// of another pool waits in its own pool, running that pool's work
+/// (`Local::wait_for_other_pool`). Otherwise (another outside thread holds
+/// the guest slot), with worker threads running it only sleeps until the
+/// latch is set: without queues of its own it could only pick up the oldest
+/// injected tasks, each of which may wait in turn, nesting without bound.
+/// With no worker thread at all, or once shutdown has begun (the workers may
+/// be gone), it must help or nothing would run: then it runs injector tasks
+/// and LIFO slots it can reach.
+///
+/// `inbox` holds tasks that only this thread may run (a frame's pinned
+/// nodes); whoever pushes to it unparks this thread afterwards.
+pub(crate) fn wait_without_slot(
+    shared: &Shared,
+    latch: &Latch,
+    floor: impl Fn() -> Lane,
+    inbox: Option<&TaskQueue>,
+) {
+    if latch.is_set() {
+        return;
+    }
+    // A thread of another pool keeps working for it while it waits.
+    let waited_at_home = with_current(|home| {
+        home.map(|home| home.wait_for_other_pool(Some(shared), latch, &floor, inbox))
+    });
+    if waited_at_home.is_some() {
+        return;
+    }
+    let _span = instrument::wait();
+    let mut registered = false;
+    while !latch.is_set() {
+        let pinned = inbox.and_then(|q| q.try_lock().and_then(|mut consumer| consumer.pop()));
+        if let Some(task) = pinned {
+            let _span = instrument::task(Lane::FrameCritical, task.site());
+            task.run();
+            continue;
+        }
+        let must_help = shared.threads_started() == 0 || shared.is_shutdown();
+        if must_help && run_one_unowned(shared, floor()) {
+            continue;
+        }
+        if !registered {
+            registered = true;
+            if !latch.register(Waiter::Thread(std::thread::current())) {
+                break;
+            }
+            continue;
+        }
+        if inbox.is_none_or(TaskQueue::is_empty) {
+            std::thread::park();
+        }
+    }
+}
+
+/// Waits for `latch`, which a thread outside every pool sets (a blocking
+/// thread), running the work of the pool this thread works in meanwhile
+/// (`Local::wait_for_other_pool`). Returns at once, without waiting, on a
+/// thread that works in no pool.
+pub(crate) fn wait_working_for_own_pool(latch: &Latch) {
+    with_current(|home| {
+        if let Some(home) = home {
+            home.wait_for_other_pool(None, latch, || Lane::Background, None);
+        }
+    });
+}
+
+/// How a thread without a slot in the pool it waits in is woken: through
+/// its own pool's parker if it works in another pool (it waits there, see
+/// `wait_without_slot`), else as a thread.
+pub(crate) fn waiter_without_slot() -> Waiter {
+    with_current(|home| match home {
+        Some(home) => home.waiter_from_other_pool(),
+        None => Waiter::Thread(std::thread::current()),
+    })
+}
+
+/// Runs one queued task of `shared` that no slot owner would run, on a
+/// thread without a slot there: only when `shared` has no thread to run it
+/// (none started, or shutting down). Background tasks need no permit here:
+/// the cap keeps workers free for frame work, and there are none to keep;
+/// a permit would also be held while the task blocks, and the thread's own
+/// wait further down might need it (a background task of a pool without
+/// threads that waits on another pool whose task queues a background task
+/// back into it).
+pub(super) fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
+    for &lane in floor.and_above() {
+        let injector = &shared.injector[lane.index()];
+        let task = injector
+            .try_lock()
+            .and_then(|mut consumer| consumer.pop())
+            .inspect(|_| {
+                // Leave nothing behind without a wake-up (see queue.rs).
+                if !injector.is_empty() {
+                    shared.notify(lane);
+                }
+            })
+            .or_else(|| {
+                shared
+                    .slots
+                    .iter()
+                    .find_map(|slot| Local::take_lifo(&slot.lanes[lane.index()]))
+            });
+        if let Some(task) = task {
+            shared.external.lanes[lane.index()].executed.add_shared(1);
+            {
+                let _span = instrument::task(lane, task.site());
+                task.run();
+            }
+            return true;
+        }
+    }
+    false
+}

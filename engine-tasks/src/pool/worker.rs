@@ -1,0 +1,541 @@
+//! A thread's view of the pool: its queues, how it pushes and runs tasks,
+//! its slot (a worker's own, or the guest slot an outside thread borrows
+//! while it waits), and a worker thread's loop. Where it looks for work is
+//! in `search.rs`; how it waits, in `wait.rs`.
+
+use super::wait::{run_one_unowned, Idle};
+use crate::lane::Lane;
+use crate::pool::registry::{Shared, Slot, SlotLane};
+use crate::sync::credit::ScopeCredit;
+use crate::sync::deque::DequeOwner;
+use crate::sync::placement::Placement;
+use crate::sync::queue::TaskList;
+use crate::sync::ring::RingOwner;
+use crate::sync::task::TaskRef;
+use crate::trace::instrument;
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// Consecutive LIFO-slot runs before the ring gets a turn (volt uses 3).
+pub(super) const LIFO_STREAK_CAP: u32 = 3;
+/// Most tasks moved from the injector per fetch (volt's default batch).
+pub(super) const INJECTOR_BATCH: usize = 32;
+
+thread_local! {
+    static CURRENT: Cell<*const Local<'static>> = const { Cell::new(ptr::null()) };
+}
+
+/// A task found by the search, with what running it requires.
+pub(crate) struct Found {
+    pub(super) task: TaskRef,
+    pub(super) lane: Lane,
+    pub(super) background_permit: bool,
+}
+
+/// Background permits lent by a wait, and the background depth it hid.
+pub(super) struct Lent {
+    pub(super) permits: u32,
+    pub(super) depth: u32,
+}
+
+/// The owner's context of one slot: `!Send`, `!Sync`, one per thread.
+pub(crate) struct Local<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(super) index: usize,
+    pub(super) slot: &'a Slot,
+    pub(super) rings: [RingOwner<'a>; Lane::COUNT],
+    pub(super) joins: [DequeOwner<'a>; Lane::COUNT],
+    pub(super) rng: Cell<u64>,
+    pub(super) lifo_streak: Cell<u32>,
+    pub(super) advertised: Cell<u8>,
+    pub(super) searching: Cell<bool>,
+    pub(super) lane: Cell<Lane>,
+    /// Background tasks running on this thread's stack since its innermost
+    /// wait began (a wait lends the permits of those below it and counts
+    /// from zero again, see `Local::lend_background_permits`).
+    pub(super) background_depth: Cell<u32>,
+    /// Background permits held for tasks on this thread's stack since its
+    /// innermost wait began.
+    pub(super) held_permits: Cell<u32>,
+    /// Waits on this thread's stack (a thread that waits runs other tasks
+    /// inside the wait, on top of what it waits in).
+    pub(super) wait_depth: Cell<u32>,
+    /// Completed scope tasks' counts not yet given back (credit.rs).
+    pub(crate) credit: ScopeCredit,
+    /// The scope key (`TaskRef::scope`) of the task running on this thread.
+    pub(super) running_scope: Cell<usize>,
+    /// This thread finished the last node of a frame: if it is a free worker,
+    /// its next idle period is between frames (see [`Local::idle`]), even
+    /// before the frame's thread has noticed that the frame ended.
+    pub(super) ended_frame: Cell<bool>,
+    /// The profiler's view of the current search for work (instrument.rs).
+    pub(super) search: instrument::Search,
+}
+
+impl<'a> Local<'a> {
+    /// # Safety
+    ///
+    /// The caller owns slot `index` until the `Local` is dropped: worker
+    /// `index`'s thread, or the holder of the guest slot.
+    pub(super) unsafe fn new(shared: &'a Shared, index: usize, searching: bool) -> Self {
+        let slot = &shared.slots[index];
+        let bit = 1u64 << index;
+        let advertised = Lane::ALL.iter().fold(0u8, |acc, lane| {
+            // Relaxed: the slot hand-over (Acquire) already ordered us after
+            // the previous owner's updates.
+            let set = shared.advertised[lane.index()].load(Ordering::Relaxed) & bit != 0;
+            acc | (u8::from(set) << lane.index())
+        });
+        Local {
+            shared,
+            index,
+            slot,
+            // SAFETY: the caller owns the slot, hence its rings.
+            rings: std::array::from_fn(|i| unsafe { slot.lanes[i].ring.owner() }),
+            // SAFETY: as above, for the join deques.
+            joins: std::array::from_fn(|i| unsafe { slot.lanes[i].joins.owner() }),
+            rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ ((index as u64 + 1) << 17)),
+            lifo_streak: Cell::new(0),
+            advertised: Cell::new(advertised),
+            searching: Cell::new(searching),
+            lane: Cell::new(Lane::Normal),
+            background_depth: Cell::new(0),
+            held_permits: Cell::new(0),
+            wait_depth: Cell::new(0),
+            credit: ScopeCredit::new(),
+            running_scope: Cell::new(0),
+            ended_frame: Cell::new(false),
+            search: instrument::Search::default(),
+        }
+    }
+
+    /// The lane of the task this thread is running (`Normal` outside tasks).
+    pub(crate) fn current_lane(&self) -> Lane {
+        self.lane.get()
+    }
+
+    /// Sets the lane of the task this thread runs (a graph node run inline
+    /// after another) and returns the previous one.
+    pub(crate) fn set_lane(&self, lane: Lane) -> Lane {
+        self.lane.replace(lane)
+    }
+
+    /// This thread's slot in the pool.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Makes `self` the thread's current context while `f` runs.
+    pub(super) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const Local<'static>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let erased = (self as *const Local<'_>).cast::<Local<'static>>();
+        let _restore = Restore(CURRENT.with(|c| c.replace(erased)));
+        f()
+    }
+
+    pub(super) fn next_random(&self) -> u64 {
+        // xorshift64 (Marsaglia 2003): victim order only needs to differ
+        // between threads and rounds.
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+
+    pub(super) fn queues(&self, lane: Lane) -> &'a SlotLane {
+        &self.slot.lanes[lane.index()]
+    }
+
+    // ----- pushing -----
+
+    /// Queues a task on this thread: into the LIFO slot, the previous
+    /// occupant to the ring, and half the ring to overflow when full.
+    pub(crate) fn push(&self, lane: Lane, task: TaskRef) {
+        if let Some(evicted) = self.queues(lane).lifo.put(task) {
+            self.push_ring(lane, evicted);
+        }
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+        self.advertise(lane);
+        self.shared.notify(lane);
+    }
+
+    /// Queues the second half of a `join` (or a scope task) in the join
+    /// deque, where thieves can take it and the owner can pop it back
+    /// cheaply. The submitter waits for it, and this thread drains its own
+    /// deque before it parks, so the wake-up may be a hint (see
+    /// `Shared::notify_join`). Hands the task back if the deque is full.
+    #[inline]
+    pub(crate) fn push_join(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
+        self.joins[lane.index()].push(task)?;
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+        self.advertise(lane);
+        self.shared.notify_join(lane);
+        Ok(())
+    }
+
+    /// Pops this thread's newest pending join half of `lane`.
+    #[inline]
+    pub(crate) fn pop_join(&self, lane: Lane) -> Option<TaskRef> {
+        self.joins[lane.index()].pop()
+    }
+
+    /// Counts a task run inline by its owner (a join half taken back).
+    #[inline]
+    pub(crate) fn count_inline_run(&self, lane: Lane) {
+        self.slot.counters.lanes[lane.index()].executed.bump();
+    }
+
+    /// Counts `runs` tasks of `lane` run inline: the nodes of a frame run
+    /// alone, counted once at its end (unlike `run_task`, which counts a
+    /// task before it runs), so a node reading the pool's statistics sees
+    /// the frame's earlier nodes only from the next frame on.
+    #[inline]
+    pub(crate) fn count_inline_runs(&self, lane: Lane, runs: u64) {
+        if runs > 0 {
+            self.slot.counters.lanes[lane.index()].executed.add(runs);
+        }
+    }
+
+    /// Queues several tasks with one wake-up: into the ring (oldest first, so
+    /// they run in order), not the LIFO slot.
+    pub(crate) fn push_batch(&self, lane: Lane, tasks: impl IntoIterator<Item = TaskRef>) {
+        let mut count = 0;
+        for task in tasks {
+            self.push_ring(lane, task);
+            count += 1;
+        }
+        if count > 0 {
+            self.slot.counters.lanes[lane.index()].spawned.add(count);
+            self.advertise(lane);
+            self.shared.notify(lane);
+        }
+    }
+
+    /// Queues a task in the ring without a wake-up; the caller calls
+    /// [`Local::notify_pushed`] once its batch is queued.
+    pub(crate) fn push_quiet(&self, lane: Lane, task: TaskRef) {
+        self.push_ring(lane, task);
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+    }
+
+    /// Advertises the tasks of `lane` that `push_quiet` queued to thieves,
+    /// and with `wake` also wakes a sleeping thread for them. Without `wake`
+    /// the caller must run a search that reaches `lane` before this thread
+    /// parks (then nothing is stranded).
+    pub(crate) fn notify_pushed(&self, lane: Lane, wake: bool) {
+        self.advertise(lane);
+        if wake {
+            self.shared.notify(lane);
+        }
+    }
+
+    pub(super) fn push_ring(&self, lane: Lane, task: TaskRef) {
+        if let Err(full) = self.rings[lane.index()].push(task) {
+            let mut list = TaskList::new();
+            self.rings[lane.index()].drain_half(|t| list.push_back(t));
+            list.push_back(full.task);
+            self.queues(lane).overflow.push_list(list);
+        }
+    }
+
+    #[inline]
+    pub(super) fn advertise(&self, lane: Lane) {
+        let bit = 1u8 << lane.index();
+        if self.advertised.get() & bit == 0 {
+            self.advertised.set(self.advertised.get() | bit);
+            // Release: pairs with the Acquire mask load in `steal`, after the
+            // task itself was published by its queue.
+            self.shared.advertised[lane.index()].fetch_or(1 << self.index, Ordering::Release);
+        }
+    }
+
+    pub(super) fn unadvertise(&self, lane: Lane) {
+        let bit = 1u8 << lane.index();
+        if self.advertised.get() & bit != 0 {
+            self.advertised.set(self.advertised.get() & !bit);
+            // Relaxed: clearing a hint; a stale set bit costs a failed steal,
+            // and only this thread sets it again, after its next push.
+            self.shared.advertised[lane.index()].fetch_and(!(1 << self.index), Ordering::Relaxed);
+        }
+    }
+
+    // ----- running -----
+
+    pub(crate) fn run_found(&self, found: Found) {
+        self.hand_on_search(found.lane);
+        let permit = u32::from(found.background_permit);
+        self.held_permits.set(self.held_permits.get() + permit);
+        self.run_task(found.task, found.lane);
+        self.held_permits.set(self.held_permits.get() - permit);
+        if found.background_permit {
+            self.shared.release_background();
+        }
+    }
+
+    /// A thread that blocks in a wait lends the pool the background permits
+    /// of the tasks below it on its stack until the wait ends (permits.rs
+    /// says why, and why no wake-up is lost). In the wait it runs
+    /// background work under the same permits as everyone else.
+    pub(super) fn lend_background_permits(&self) -> Lent {
+        let lent = Lent {
+            permits: self.held_permits.replace(0),
+            depth: self.background_depth.replace(0),
+        };
+        if lent.permits > 0 {
+            self.shared.release_background_permits(lent.permits);
+            // A thread may have been turned away from background work for
+            // want of a permit: wake one for it. SeqCst: pairs with the
+            // pusher's fence in `notify` and the fence before every thread's
+            // last look ahead of parking (permits.rs).
+            fence(Ordering::SeqCst);
+            if self.shared.has_visible_work(Lane::Background) {
+                self.shared.notify(Lane::Background);
+            }
+        }
+        lent
+    }
+
+    /// Ends a wait's loan (`lend_background_permits`).
+    pub(super) fn take_back_background_permits(&self, lent: Lent) {
+        if lent.permits > 0 {
+            self.shared.force_acquire_background_permits(lent.permits);
+        }
+        self.held_permits.set(lent.permits);
+        self.background_depth.set(lent.depth);
+    }
+
+    /// This thread found work of `lane`. If it was the last searcher, there
+    /// may be more, so it passes the search on (see idle.rs).
+    pub(super) fn hand_on_search(&self, lane: Lane) {
+        if self.searching.replace(false) && self.shared.sleep.end_search() {
+            self.shared.notify(lane);
+        }
+    }
+
+    pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
+        self.search.end();
+        let scope = task.scope();
+        self.credit.settle_unless(scope);
+        let outer_scope = self.running_scope.replace(scope);
+        let outer = self.lane.replace(lane);
+        let background = u32::from(lane == Lane::Background);
+        self.background_depth
+            .set(self.background_depth.get() + background);
+        // Counted before the body, whose completion a joiner may observe:
+        // the joiner's acquire then also sees the count.
+        self.slot.counters.lanes[lane.index()].executed.bump();
+        {
+            let _span = instrument::task(lane, task.site());
+            task.run();
+        }
+        self.background_depth
+            .set(self.background_depth.get() - background);
+        self.lane.set(outer);
+        self.running_scope.set(outer_scope);
+    }
+
+    /// Sleeps by the idle protocol (so a push of work at least as urgent as
+    /// `floor` wakes it, as does an unpark of its slot) unless `stop`
+    /// holds when checked after announcing idle; runs a task found on the
+    /// way. For the walkers of a planned frame (`graph/runtime/planned.rs`).
+    pub(crate) fn sleep_unless(&self, floor: Lane, stop: impl Fn() -> bool) {
+        match self.idle(floor, true, stop) {
+            Idle::Found(found) => self.run_found(found),
+            Idle::Woke | Idle::Stopped => self.leave_search(),
+        }
+    }
+
+    /// Whether this thread runs inside a wait (a `join`, `scope`,
+    /// `parallel_for` or frame's): below, on its stack, is a task or node
+    /// that cannot finish until the running code returns.
+    pub(crate) fn in_a_wait(&self) -> bool {
+        self.wait_depth.get() > 0
+    }
+
+    /// The thread stopped looking for work without running a task or
+    /// parking (a planned frame's walker found its next node ready).
+    pub(crate) fn end_search(&self) {
+        self.search.end();
+    }
+
+    /// Runs `f` as a wait: [`Local::in_a_wait`] holds inside it. For a
+    /// planned frame's walk, which runs other tasks while it waits too.
+    pub(crate) fn as_a_wait<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.wait_depth.set(self.wait_depth.get() + 1);
+        let result = f();
+        self.wait_depth.set(self.wait_depth.get() - 1);
+        result
+    }
+
+    /// Records that this thread finished a frame's last node.
+    pub(crate) fn note_frame_ended(&self) {
+        self.ended_frame.set(true);
+    }
+
+    /// The scope key (`TaskRef::scope`) of the running task: 0 outside
+    /// scope tasks.
+    #[inline]
+    pub(crate) fn running_scope(&self) -> usize {
+        self.running_scope.get()
+    }
+}
+
+/// Runs `f` with this thread's context in `shared`: its own slot if it is a
+/// worker (or already a guest) of `shared`; no slot (`None`) if it is a
+/// worker or guest of another pool; else the guest slot if free, else no
+/// slot.
+///
+/// Inlined: on the hot path (a worker's `join`) the closure's captures then
+/// stay in registers instead of being stored to memory and reloaded, which
+/// cost a store-forwarding stall per `join` in the fib benchmark.
+#[inline(always)]
+pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: CURRENT is only non-null inside `Local::enter` on this thread,
+    // which outlives this call; the reference does not escape `f`.
+    if let Some(local) = unsafe { current.as_ref() } {
+        if ptr::eq(local.shared, shared) {
+            return f(Some(local));
+        }
+        // A thread of another pool stays in it: it works there while it
+        // waits on `shared` (`wait_without_slot`), never as `shared`'s guest,
+        // whose waits would run only `shared`'s work.
+        return f(None);
+    }
+    with_guest_slot(shared, f)
+}
+
+/// Whether the calling thread is one of `shared`'s worker threads (not
+/// the guest slot of an outside thread).
+pub(crate) fn is_worker_of(shared: &Shared) -> bool {
+    with_current(|local| {
+        local.is_some_and(|l| ptr::eq(l.shared, shared) && l.index < shared.worker_count())
+    })
+}
+
+/// `with_slot` for a thread that is not in `shared`.
+#[cold]
+#[inline(never)]
+fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    if shared.try_take_guest() {
+        struct ReleaseGuest<'a>(&'a Shared);
+        impl Drop for ReleaseGuest<'_> {
+            fn drop(&mut self) {
+                let shared = self.0;
+                shared.release_guest();
+                // Work left in the guest's queues (tasks it spawned, or scope
+                // tasks of another scope that a task it ran pushed) has no
+                // owner to drain it now: make sure a thread hears of it.
+                let slot = &shared.slots[shared.guest_index()];
+                if let Some(&lane) = Lane::ALL.iter().find(|&&lane| slot.has_work(lane)) {
+                    shared.notify(lane);
+                }
+            }
+        }
+        /// Wake-ups steer the guest's thread while it holds the slot
+        /// (placement.rs), and never after.
+        struct Steered<'a>(&'a Placement);
+        impl Drop for Steered<'_> {
+            fn drop(&mut self) {
+                self.0.unregister_current_thread();
+            }
+        }
+        let _release = ReleaseGuest(shared);
+        let placement = shared.sleep.parker(shared.guest_index()).placement();
+        placement.register_current_thread();
+        let _steered = Steered(placement);
+        // SAFETY: `try_take_guest` made this thread the guest slot's only
+        // owner until `_release` drops, after `local`.
+        let local = unsafe { Local::new(shared, shared.guest_index(), false) };
+        return local.enter(|| f(Some(&local)));
+    }
+    f(None)
+}
+
+/// Runs `f` with the thread's current context in whatever pool it is in.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: as in `with_slot`.
+    f(unsafe { current.as_ref() })
+}
+
+/// Aborts the process if it is dropped during a panic. Guards code in which
+/// unwinding would be unsound or would lose tasks: a worker's loop, and the
+/// span in which a `join` half or scope task on the caller's stack may still
+/// be queued. User closures run inside `catch_unwind`, so only a panic from
+/// the scheduler itself (or a user destructor it cannot report) gets here.
+pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
+
+impl Drop for AbortOnUnwind {
+    #[inline]
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            abort_with(self.0);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn abort_with(reason: &str) -> ! {
+    eprintln!("engine-tasks: panic {reason}; aborting");
+    std::process::abort();
+}
+
+/// Body of worker thread `index`; it starts as the searcher (the notifier
+/// that spawned it handed over its token).
+pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
+    let _abort = AbortOnUnwind("inside a worker thread's scheduler loop");
+    instrument::thread_started(std::thread::current().name().unwrap_or("engine-worker"));
+    // Wake-ups of this thread are steered off their waker's CPU
+    // (placement.rs).
+    let placement = shared.sleep.parker(index).placement();
+    placement.register_current_thread();
+    // SAFETY: worker `index` is spawned once, and this thread is it.
+    let local = unsafe { Local::new(&shared, index, true) };
+    local.enter(|| loop {
+        if let Some(found) = local.find_task(Lane::Background, false) {
+            local.run_found(found);
+            continue;
+        }
+        match local.idle(Lane::Background, false, || shared.is_shutdown()) {
+            Idle::Found(found) => local.run_found(found),
+            Idle::Woke => {}
+            Idle::Stopped => break,
+        }
+    });
+    if local.searching.get() {
+        shared.sleep.end_search();
+    }
+    placement.unregister_current_thread();
+}
+
+/// Runs every task still queued anywhere in the pool on this thread; used by
+/// shutdown once the workers are gone. If another thread holds the guest slot
+/// it is inside a wait and runs tasks itself; we take the slot once it leaves.
+pub(crate) fn drain(shared: &Shared) {
+    loop {
+        let drained = with_slot(shared, |local| {
+            let local = local?;
+            while let Some(found) = local.find_task(Lane::Background, true) {
+                local.run_found(found);
+            }
+            Some(())
+        });
+        if drained.is_some() {
+            return;
+        }
+        if !run_one_unowned(shared, Lane::Background) {
+            std::thread::yield_now();
+        }
+    }
+}
