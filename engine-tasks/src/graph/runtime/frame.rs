@@ -1,0 +1,667 @@
+//! What a frame's tasks share: the nodes, their per-frame state and run
+//! records, the frame's inputs and latch, the node and helper tasks, and
+//! how a node runs and releases its successors (see the parent module for
+//! the per-frame protocol and why the borrowed frame data outlives every
+//! task).
+
+use super::planned::{self, Schedule};
+use crate::clock;
+use crate::faults::{self, Site};
+use crate::graph::build::Topology;
+use crate::graph::run_record::{NodeOutcome, RunRecord};
+use crate::graph::{Body, NodeContext, NodeSpec};
+use crate::lane::Lane;
+use crate::pool::worker::{self, Local};
+use crate::pool::PoolHandle;
+use crate::sync::countdown::Countdown;
+use crate::sync::latch::{Latch, Waiter};
+use crate::sync::node_marks::{NodeMarks, Sleepers};
+use crate::sync::queue::TaskQueue;
+use crate::sync::task::{Header, TaskRef};
+use crate::trace::instrument;
+use crossbeam_utils::CachePadded;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// "No slot" for thread indices, and "no node" for `released_by`.
+pub(super) const NONE: u32 = u32::MAX;
+
+pub(super) struct Node<C: ?Sized> {
+    pub(super) name: Box<str>,
+    /// The name as the timeline recorder and the profiler know it.
+    pub(super) label: instrument::NodeLabel,
+    pub(super) lane: Lane,
+    pub(super) pinned: bool,
+    /// Whether queueing this node wakes a sleeping thread (see
+    /// [`WAKE_WORTH_NANOS`]); set between frames. Per node, so that a
+    /// finer rule needs no new field.
+    pub(super) wakes: bool,
+    pub(super) body: UnsafeCell<Body<C>>,
+    pub(super) panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+/// What a node's dependencies write when they release it: only they touch
+/// this line (the node's own thread writes its [`RunRecord`]). Padded:
+/// nodes released by different threads have neighbouring states.
+pub(super) struct NodeState {
+    pub(super) pending: Countdown,
+    /// The node that released it, written in frames that count. Needs no
+    /// tag: such a frame releases every node that has dependencies, except
+    /// those that ran before a hand-over, and for those (as for every node
+    /// of a frame that ran alone) `record` asks the plan instead
+    /// (`AlonePlan::released_by`); roots keep `NONE`.
+    pub(super) released_by: AtomicU32,
+    /// Claimed and finished in planned frames (`planned.rs`), which do not
+    /// touch the countdown.
+    pub(super) marks: NodeMarks,
+}
+
+impl NodeState {
+    pub(super) fn new() -> Self {
+        NodeState {
+            pending: Countdown::new(),
+            released_by: AtomicU32::new(NONE),
+            marks: NodeMarks::new(),
+        }
+    }
+}
+
+/// A node's intrusive task; `header` first so a header pointer is a task
+/// pointer.
+#[repr(C)]
+pub(super) struct NodeTask<C: ?Sized> {
+    pub(super) header: Header,
+    pub(super) graph: *const Shared<C>,
+    pub(super) index: u32,
+}
+
+/// The task that has a pool thread walk list `list` of a planned frame
+/// (`planned.rs`); `header` first so a header pointer is a task pointer.
+#[repr(C)]
+pub(super) struct HelperTask<C: ?Sized> {
+    pub(super) header: Header,
+    pub(super) graph: *const Shared<C>,
+    pub(super) list: u32,
+}
+
+/// Set by the frame's thread before it queues the roots; read-only while
+/// the frame runs.
+pub(super) struct FrameInputs<C: ?Sized> {
+    pub(super) data: Option<NonNull<C>>,
+    pub(super) pool: *const PoolHandle,
+    pub(super) number: u64,
+    /// The epoch of the dependency countdowns (`countdown.rs`): frames
+    /// that count, numbered from 1. A frame run alone to its end counts
+    /// nothing, so it does not take one.
+    pub(super) count_epoch: u64,
+    pub(super) thread_slot: u32,
+    pub(super) waker: Option<Waiter>,
+    /// The lane of every node, for planned frames (which need one).
+    pub(super) lane: Lane,
+    /// How long a walker of a planned frame looks for a ready node before
+    /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
+    pub(super) plan_wait_ticks: u64,
+}
+
+/// Everything tasks reach while a frame runs.
+pub(super) struct Shared<C: ?Sized> {
+    pub(super) nodes: Box<[Node<C>]>,
+    pub(super) states: Box<[CachePadded<NodeState>]>,
+    pub(super) runs: Box<[RunRecord]>,
+    /// Per node, the frame epoch in which a dependency failed. Written only
+    /// then, so in the usual frame both cores keep these lines.
+    pub(super) poisoned_in: Box<[AtomicU64]>,
+    pub(super) tasks: Box<[NodeTask<C>]>,
+    /// One per list of the plan but the frame's own.
+    pub(super) helper_tasks: Box<[HelperTask<C>]>,
+    /// Helper tasks of the running planned frame not yet started.
+    pub(super) helpers_pending: CachePadded<AtomicUsize>,
+    /// The plan of planned frames; written between frames only.
+    pub(super) schedule: Schedule,
+    /// The walkers of a planned frame that may be asleep, and the pool
+    /// slot of each walker (list) that went to sleep.
+    pub(super) sleepers: CachePadded<Sleepers>,
+    pub(super) walker_slots: [AtomicU32; planned::MAX_LISTS],
+    pub(super) successor_start: Box<[u32]>,
+    /// Reordered by priority between frames only.
+    pub(super) successors: Box<[u32]>,
+    /// Each node's number of dependencies: read-only, and kept off the
+    /// countdowns' lines, which every release writes (`countdown.rs`).
+    pub(super) dependencies: Box<[u32]>,
+    /// Each node's dependencies: those of node `i` are
+    /// `dependency_list[dependency_start[i]..dependency_start[i + 1]]`.
+    pub(super) dependency_start: Box<[u32]>,
+    pub(super) dependency_list: Box<[u32]>,
+    pub(super) inline_successors: bool,
+    /// Read the clock around every node.
+    pub(super) timed: bool,
+    /// Sinks still to finish in the frame; the last sets `done`. Each on
+    /// its own line: sinks count on the first, the frame's thread polls the
+    /// second while it waits, and the rest of this struct is read by every
+    /// node.
+    pub(super) sinks_left: CachePadded<AtomicUsize>,
+    pub(super) done: CachePadded<Latch>,
+    pub(super) inbox: TaskQueue,
+    pub(super) failed: AtomicBool,
+    pub(super) inputs: FrameInputs<C>,
+}
+
+// SAFETY: while a frame runs, threads share `&Shared`: its atomics, the
+// queue and latch (thread-safe), fields written only between frames, and
+// node bodies, each entered by one thread at a time (module docs; bodies are
+// `Send`). `inputs.data` is only turned into a `&C`, hence `C: Sync`.
+unsafe impl<C: ?Sized + Sync> Sync for Shared<C> {}
+// SAFETY: as above; the raw pointers are only followed during a frame.
+unsafe impl<C: ?Sized + Sync> Send for Shared<C> {}
+
+impl<C: ?Sized> Shared<C> {
+    pub(super) fn task(&self, index: u32) -> TaskRef {
+        let header = NonNull::from(&self.tasks[index as usize].header);
+        // SAFETY: the node's task lives as long as the graph, and the caller
+        // owns the node for this frame (its release was the last one the
+        // countdown counted, or it is a root, or a node a hand-over found
+        // ready, queued once by the frame's thread).
+        unsafe { TaskRef::from_raw(header) }
+    }
+
+    /// Prepares a frame; needs `&mut`, so no task of an earlier frame runs.
+    /// Node states need nothing (module docs).
+    pub(super) fn reset(&mut self, sinks: usize) {
+        *self.failed.get_mut() = false;
+        *self.sinks_left.get_mut() = sinks;
+        self.done = CachePadded::new(Latch::new(1));
+    }
+
+    /// Queues the tasks of `helpers` helpers, one per list after the
+    /// frame's own, on the frame's thread (`planned.rs`); the frame's
+    /// latch counts each.
+    pub(super) fn start_helpers(&self, helpers: usize, local: &Local<'_>) {
+        // Relaxed: the pushes below publish it.
+        self.helpers_pending.store(helpers, Ordering::Relaxed);
+        for _ in 0..helpers {
+            // No node runs yet, so the latch's one count (the sinks') is
+            // held and it cannot be set meanwhile.
+            self.done.increment();
+        }
+        let lane = self.inputs.lane;
+        for task in &self.helper_tasks[..helpers] {
+            let header = NonNull::from(&task.header);
+            // SAFETY: the helper task lives as long as the graph, and each
+            // is queued once per planned frame, which waits for it.
+            local.push_quiet(lane, unsafe { TaskRef::from_raw(header) });
+        }
+        local.notify_pushed(lane, true);
+    }
+}
+
+/// What every node of the running frame sees.
+pub(super) struct FrameView<'f, C: ?Sized> {
+    pub(super) data: &'f C,
+    pub(super) pool: &'f PoolHandle,
+    pub(super) number: u64,
+    /// The frame's epoch for `poisoned_in`.
+    pub(super) epoch: u64,
+    /// See `FrameInputs::count_epoch`.
+    pub(super) count_epoch: u64,
+    /// The running thread's slot, or [`NONE`].
+    pub(super) thread: u32,
+}
+
+impl<C: ?Sized + Sync> Shared<C> {
+    /// Queues ready nodes (a shared frame's roots, or what a frame run
+    /// alone hands over) for any thread, in the order given, with one
+    /// wake-up per lane: by the nodes' `wakes` flags, or for every lane
+    /// with `wake_all`. Pinned nodes go to the inbox, which the frame's
+    /// thread (the caller) drains while it waits.
+    pub(super) fn queue_ready(
+        &self,
+        nodes: impl Iterator<Item = u32>,
+        local: Option<&Local<'_>>,
+        pool: &crate::pool::registry::Shared,
+        wake_all: bool,
+    ) {
+        let mut pushed = Pushed::default();
+        for index in nodes {
+            let node = &self.nodes[index as usize];
+            let task = self.task(index);
+            if node.pinned {
+                self.inbox.push(task);
+            } else if let Some(local) = local {
+                local.push_quiet(node.lane, task);
+                if wake_all {
+                    pushed.add_waking(node.lane);
+                } else {
+                    pushed.add(node);
+                }
+            } else {
+                pool.inject_structured(node.lane, task);
+            }
+        }
+        if let Some(local) = local {
+            pushed.notify(local);
+        }
+    }
+
+    /// The running frame's inputs, seen from the thread of `local`.
+    ///
+    /// # Safety
+    ///
+    /// A frame of this graph is running: `run_frame` set the inputs and has
+    /// not returned, which it does only after the caller's last access.
+    pub(super) unsafe fn frame_view(&self, local: Option<&Local<'_>>) -> FrameView<'_, C> {
+        let inputs = &self.inputs;
+        let data = inputs.data.expect("set before the roots are queued");
+        FrameView {
+            // SAFETY: `run_frame` borrows the data for the frame (caller's
+            // contract).
+            data: unsafe { data.as_ref() },
+            // SAFETY: as above, for the pool handle.
+            pool: unsafe { &*inputs.pool },
+            number: inputs.number,
+            epoch: epoch(inputs.number),
+            count_epoch: inputs.count_epoch,
+            thread: local.map_or(NONE, |l| l.index() as u32),
+        }
+    }
+
+    /// Runs node `index`'s body unless a dependency failed in this frame.
+    #[inline]
+    pub(super) fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> NodeOutcome {
+        let node = &self.nodes[index as usize];
+        // Relaxed: set before a dependency's AcqRel count, which the last
+        // count acquired; with a single dependency, set before it handed
+        // the node over (run inline, or queued); in a frame run alone, set
+        // by this thread, or before the hand-over's queue push; in a
+        // planned frame, set before the dependency's Release `finish`,
+        // which the walker's `is_finished` acquired.
+        if self.poisoned_in[index as usize].load(Ordering::Relaxed) == frame.epoch {
+            return NodeOutcome::Skipped;
+        }
+        let cx = NodeContext {
+            data: frame.data,
+            pool: frame.pool,
+            frame: frame.number,
+            name: &node.name,
+        };
+        let _span = instrument::node(node.label, node.lane);
+        // SAFETY: this thread owns the node for this frame (module docs), so
+        // nobody else is in its body.
+        let body = unsafe { &mut *node.body.get() };
+        let run = || {
+            faults::maybe_panic(Site::NodeBody);
+            body(&cx)
+        };
+        match panic::catch_unwind(AssertUnwindSafe(run)) {
+            Ok(()) => NodeOutcome::Ran,
+            Err(payload) => {
+                *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+                // Relaxed: read after the frame latch.
+                self.failed.store(true, Ordering::Relaxed);
+                NodeOutcome::Panicked
+            }
+        }
+    }
+
+    /// Counts `n` sinks as finished; the last one sets the frame's latch
+    /// and gets `true`. One read-modify-write, with no read before it: the
+    /// latch's own count (which reads first, for the common latch of one
+    /// count) moved its line between the cores about twice per sink, also
+    /// through the frame's thread polling it. After this returns the graph
+    /// may be gone (module docs).
+    #[inline]
+    pub(super) fn finish_sinks(&self, n: usize) -> bool {
+        // AcqRel: release publishes this sink's work (and, through the
+        // countdowns' release chain, all it depends on); the last one
+        // acquires every sink's before it sets the latch, whose own
+        // release/acquire hands them to the frame's thread.
+        let last = self.sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
+        if last {
+            self.done.count_down();
+        }
+        last
+    }
+
+    pub(super) fn dependencies_of(&self, index: u32) -> &[u32] {
+        let range = self.dependency_start[index as usize] as usize
+            ..self.dependency_start[index as usize + 1] as usize;
+        &self.dependency_list[range]
+    }
+
+    /// Whether every helper task of the running planned frame started.
+    pub(super) fn helpers_started(&self) -> bool {
+        // Relaxed: a hint (`planned.rs`).
+        self.helpers_pending.load(Ordering::Relaxed) == 0
+    }
+
+    pub(super) fn successors_of(&self, index: u32) -> &[u32] {
+        let range = self.successor_start[index as usize] as usize
+            ..self.successor_start[index as usize + 1] as usize;
+        &self.successors[range]
+    }
+
+    /// Poisons node `index` for frame `epoch`: a dependency did not run
+    /// or panicked, so it is skipped.
+    #[inline]
+    pub(super) fn poison(&self, index: u32, epoch: u64) {
+        // Relaxed: published by the count that follows in `release` (or,
+        // for a single dependency, by handing the node over; in a frame run
+        // alone, read by this thread or after the hand-over's queue push;
+        // in a planned frame, by the node's Release `finish` after it).
+        self.poisoned_in[index as usize].store(epoch, Ordering::Relaxed);
+    }
+
+    /// Counts node `from`'s release of its successor `to` in the frame,
+    /// poisoning `to` unless `from` ran; `true` if this was the last
+    /// release, and the caller now owns `to`. `alone`: the frame runs on
+    /// this thread alone (a hand-over, `alone.rs`).
+    #[inline]
+    pub(super) fn release(
+        &self,
+        from: u32,
+        to: u32,
+        outcome: NodeOutcome,
+        frame: &FrameView<'_, C>,
+        alone: bool,
+    ) -> bool {
+        if outcome != NodeOutcome::Ran {
+            self.poison(to, frame.epoch);
+        }
+        let state = &self.states[to as usize];
+        let (dependencies, epoch) = (self.dependencies[to as usize], frame.count_epoch);
+        let last = if alone {
+            state.pending.release_alone(dependencies, epoch)
+        } else {
+            state.pending.release(dependencies, epoch)
+        };
+        if last {
+            // Relaxed: read after the frame latch.
+            state.released_by.store(from, Ordering::Relaxed);
+        }
+        last
+    }
+
+    /// Runs node `first`, then, as long as it released one, the most urgent
+    /// node it released; see the module docs.
+    pub(super) fn execute(&self, first: u32, local: Option<&Local<'_>>) {
+        // SAFETY: nodes run only while their frame runs (module docs).
+        let frame = unsafe { self.frame_view(local) };
+        let on_frame_thread = frame.thread != NONE && frame.thread == self.inputs.thread_slot;
+        let task_lane = local.map_or(Lane::FrameCritical, |l| l.current_lane());
+        let timed = self.timed;
+        let now = || if timed { clock::ticks() } else { 0 };
+        let mut index = first;
+        let mut lane = task_lane;
+        let mut start = now();
+        loop {
+            let outcome = self.run_body(index, &frame);
+            let end = now();
+            self.runs[index as usize].write(start, end, frame.thread, outcome);
+
+            let successors = self.successors_of(index);
+            if successors.is_empty() {
+                // The last touch of the graph (module docs).
+                if self.finish_sinks(1) {
+                    if let Some(local) = local {
+                        local.note_frame_ended();
+                    }
+                }
+                break;
+            }
+            let mut next = None;
+            let mut pushed = Pushed::default();
+            for &s in successors {
+                if !self.release(index, s, outcome, &frame, false) {
+                    continue;
+                }
+                // We own `s` now: it cannot finish before we queue it, so the
+                // graph stays alive for the rest of this iteration.
+                let succ = &self.nodes[s as usize];
+                let task = self.task(s);
+                let inline = self.inline_successors && next.is_none();
+                if succ.pinned {
+                    if inline && on_frame_thread {
+                        next = Some(s);
+                    } else {
+                        let waker = self.inputs.waker.clone().expect("set before the roots");
+                        self.inbox.push(task);
+                        waker.wake();
+                    }
+                } else if inline && succ.lane <= lane {
+                    next = Some(s);
+                } else if let Some(local) = local {
+                    local.push_quiet(succ.lane, task);
+                    // A node at least as urgent as this task's lane may skip
+                    // the wake-up: this thread's own search (or the wait it
+                    // runs in, whose floor is at least this lane) reaches it
+                    // before the thread parks. A less urgent one always
+                    // wakes someone.
+                    if succ.lane > lane {
+                        pushed.add_waking(succ.lane);
+                    } else {
+                        pushed.add(succ);
+                    }
+                } else {
+                    frame.pool.shared().inject_structured(succ.lane, task);
+                }
+            }
+            if let Some(local) = local {
+                pushed.notify(local);
+            }
+            let Some(s) = next else { break };
+            index = s;
+            start = end;
+            let next_lane = self.nodes[s as usize].lane;
+            if let Some(local) = local {
+                local.count_inline_run(next_lane);
+                local.set_lane(next_lane.min(lane));
+            }
+            lane = next_lane.min(lane);
+        }
+        if let Some(local) = local {
+            local.set_lane(task_lane);
+        }
+    }
+}
+
+impl<C: ?Sized + Sync> Shared<C> {
+    /// Builds a graph's shared state and its node and helper tasks, on the
+    /// heap and leaked: the runtime owns it through the returned pointer
+    /// (tasks point into it while a frame runs) and frees it when dropped.
+    pub(super) fn leak_new(
+        specs: Vec<NodeSpec<C>>,
+        topology: Topology,
+        inline_successors: bool,
+        timed: bool,
+        lane: Lane,
+    ) -> NonNull<Shared<C>> {
+        let n = specs.len();
+        let (dependency_start, dependency_list) = dependency_lists(
+            &topology.successor_start,
+            &topology.successors,
+            &topology.in_degree,
+        );
+        let nodes: Box<[Node<C>]> = specs
+            .into_iter()
+            .map(|s| Node {
+                label: instrument::intern_node_name(&s.name),
+                name: s.name.into(),
+                lane: s.lane,
+                pinned: s.pinned,
+                wakes: true,
+                body: UnsafeCell::new(s.body),
+                panic: Mutex::new(None),
+            })
+            .collect();
+        let shared = Box::new(Shared {
+            nodes,
+            states: (0..n).map(|_| CachePadded::new(NodeState::new())).collect(),
+            runs: (0..n).map(|_| RunRecord::new()).collect(),
+            poisoned_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            tasks: Box::new([]),
+            helper_tasks: Box::new([]),
+            helpers_pending: CachePadded::new(AtomicUsize::new(0)),
+            schedule: Schedule::new(n),
+            sleepers: CachePadded::new(Sleepers::new()),
+            walker_slots: Default::default(),
+            successor_start: topology.successor_start,
+            successors: topology.successors,
+            dependencies: topology.in_degree,
+            dependency_start,
+            dependency_list,
+            inline_successors,
+            timed,
+            sinks_left: CachePadded::new(AtomicUsize::new(0)),
+            done: CachePadded::new(Latch::new(1)),
+            inbox: TaskQueue::new(),
+            failed: AtomicBool::new(false),
+            inputs: FrameInputs {
+                data: None,
+                pool: ptr::null(),
+                number: 0,
+                count_epoch: 0,
+                thread_slot: NONE,
+                waker: None,
+                lane,
+                plan_wait_ticks: 0,
+            },
+        });
+        let shared = NonNull::from(Box::leak(shared));
+        let graph = shared.as_ptr().cast_const();
+        let tasks = (0..n as u32)
+            .map(|index| NodeTask {
+                header: Header::new(run_node::<C>),
+                graph,
+                index,
+            })
+            .collect();
+        let helper_tasks = (1..planned::MAX_LISTS as u32)
+            .map(|list| HelperTask {
+                header: Header::new(run_helper::<C>),
+                graph,
+                list,
+            })
+            .collect();
+        // SAFETY: just allocated; no task exists yet.
+        unsafe {
+            (*shared.as_ptr()).tasks = tasks;
+            (*shared.as_ptr()).helper_tasks = helper_tasks;
+        }
+        shared
+    }
+}
+
+/// Every node's dependencies, as start offsets and one list, from the
+/// successor lists.
+pub(super) fn dependency_lists(
+    successor_start: &[u32],
+    successors: &[u32],
+    in_degree: &[u32],
+) -> (Box<[u32]>, Box<[u32]>) {
+    let mut start = Vec::with_capacity(in_degree.len() + 1);
+    start.push(0u32);
+    for &d in in_degree {
+        start.push(start.last().copied().unwrap_or(0) + d);
+    }
+    let mut next = start.clone();
+    let mut list = vec![0u32; successors.len()];
+    for from in 0..in_degree.len() {
+        for &to in &successors[successor_start[from] as usize..successor_start[from + 1] as usize] {
+            list[next[to as usize] as usize] = from as u32;
+            next[to as usize] += 1;
+        }
+    }
+    (start.into(), list.into())
+}
+
+/// Frame `number` (counted from 0) as the poison flags tag it: from 1, so
+/// that a flag's initial 0 never matches (module docs).
+fn epoch(number: u64) -> u64 {
+    number + 1
+}
+
+/// Lanes that got tasks in one release, and which of them need a wake-up.
+#[derive(Default)]
+pub(super) struct Pushed {
+    pub(super) lanes: u8,
+    pub(super) waking: u8,
+}
+
+impl Pushed {
+    pub(super) fn add<C: ?Sized>(&mut self, node: &Node<C>) {
+        self.lanes |= 1 << node.lane.index();
+        if node.wakes {
+            self.waking |= 1 << node.lane.index();
+        }
+    }
+
+    pub(super) fn add_waking(&mut self, lane: Lane) {
+        self.lanes |= 1 << lane.index();
+        self.waking |= 1 << lane.index();
+    }
+
+    pub(super) fn notify(&self, local: &Local<'_>) {
+        for lane in Lane::ALL {
+            let bit = 1 << lane.index();
+            if self.lanes & bit != 0 {
+                local.notify_pushed(lane, self.waking & bit != 0);
+            }
+        }
+    }
+}
+
+/// The `RunFn` of every node task.
+///
+/// # Safety
+///
+/// `header` is the header of a `NodeTask<C>` queued by `run_frame` or
+/// `execute` for the running frame.
+pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
+    // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
+    // outlives the frame's unfinished nodes (module docs).
+    let task = unsafe { header.cast::<NodeTask<C>>().as_ref() };
+    // SAFETY: as above.
+    let graph = unsafe { &*task.graph };
+    let index = task.index;
+    // SAFETY: the pool handle is set for the frame, which is still running.
+    let pool = unsafe { &*graph.inputs.pool };
+    worker::with_current(|local| {
+        let local = local.filter(|l| ptr::eq(l.shared, pool.shared()));
+        graph.execute(index, local);
+    });
+}
+
+/// The `RunFn` of helper tasks: walks the task's list of the running
+/// planned frame, then counts down the frame's latch, its last touch of
+/// the graph (`planned.rs`).
+///
+/// # Safety
+///
+/// `header` is the header of a `HelperTask<C>` queued by `run_frame` for
+/// the running frame.
+pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
+    // SAFETY: `HelperTask` is `repr(C)` with the header first, and the
+    // frame waits for this task's count-down, so the graph is alive.
+    let task = unsafe { header.cast::<HelperTask<C>>().as_ref() };
+    // SAFETY: as above.
+    let graph = unsafe { &*task.graph };
+    // SAFETY: the pool handle is set for the frame, which is still running.
+    let pool = unsafe { &*graph.inputs.pool };
+    worker::with_current(|local| {
+        // Relaxed: a hint for the frame's thread (`planned.rs`).
+        graph.helpers_pending.fetch_sub(1, Ordering::Relaxed);
+        if let Some(local) = local.filter(|l| ptr::eq(l.shared, pool.shared())) {
+            // SAFETY: the frame is running (see above).
+            let frame = unsafe { graph.frame_view(Some(local)) };
+            graph.walk_plan(task.list as usize, local, &frame, false);
+            if graph.done.count_down() {
+                local.note_frame_ended();
+            }
+        } else {
+            graph.done.count_down();
+        }
+    });
+}

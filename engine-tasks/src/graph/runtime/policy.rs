@@ -1,0 +1,268 @@
+//! When a frame is worth a second thread, how long idle threads wait, and
+//! what the runtime learns between frames: node time estimates, the
+//! priorities of critical-path-first, the plan of planned frames. Each
+//! tunable says why it has its value.
+
+use super::planned::{self, Schedule};
+use super::Runtime;
+use crate::graph::ReadyOrder;
+use std::time::Duration;
+
+/// Priorities are recomputed from the smoothed node times every this many
+/// frames. Times are smoothed over about four frames anyway (see
+/// `update_estimates`), and skipping the sort on most frames keeps its cost
+/// (a few ns per node) out of the per-node overhead.
+pub(super) const REPRIORITIZE_EVERY: u64 = 8;
+
+/// While frames run alone, priorities only order the plan of the next one
+/// (`alone.rs`), which on one thread takes as long in any order: they
+/// decide no more than what a hand-over queues first and how the shared
+/// rest of that frame goes. So they are recomputed only every this many
+/// frames (and, once frames are shared, as soon as [`REPRIORITIZE_EVERY`]
+/// frames passed). On the benchmark graph of 256 empty nodes, timed, this
+/// took the frame from a median of 12.4 to 11.2 µs in three paired runs.
+pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
+
+/// Planned frames (`planned.rs`) walk lists worked out from the
+/// priorities, and a walker whose list runs late claims the ready nodes of
+/// other lists, so the plan need not follow every frame's noise; while
+/// working it out again costs about 25 µs on the benchmark graph of 256
+/// nodes (8 µs of re-sort, 14-35 µs of list scheduling, all on the frame's
+/// thread). So graphs that run planned frames re-plan every this many
+/// frames. On that graph with 1 µs nodes, frames back to back, timed
+/// against untimed frames interleaved, this took the timed frame from
+/// 1.09-1.10 to 1.03-1.04 times the untimed one (three runs each).
+pub(super) const REPRIORITIZE_PLANNED_EVERY: u64 = 64;
+
+/// By default ([`ShareThreshold`]) a frame is shared with other threads
+/// (its nodes queued, waking a sleeping thread) only if it is expected to
+/// take at least this much work (the sum of the smoothed node times; for an
+/// untimed graph, the last frame's wall time); otherwise its thread runs it
+/// alone (`alone.rs`). A woken worker
+/// starts its first node about 6.5 µs after the wake-up on this VM (p50,
+/// measured at frame start on the 256-node benchmark graph), and the
+/// wake-up's syscall is paid by the thread running the frame; below this
+/// much work the frame ends sooner on one thread (the 0 ns case of
+/// `benches/graph.rs`: 35 ns per node without wake-ups against 91 with
+/// them, before frames ran alone).
+pub(super) const WAKE_WORTH_NANOS: f64 = 20_000.0;
+
+/// Threads that run out of work at the end of a frame keep looking for the
+/// next one (instead of parking) when the smoothed gap between frames is
+/// below this. A park and its wake-up cost the parked thread about 10 µs of
+/// CPU and the next frame about 6.5 µs of latency on this VM, so a loop that
+/// starts its next frame within microseconds (a frame-rate-unlimited loop, a
+/// benchmark) is served better awake; a paced game loop, with gaps of
+/// milliseconds, parks at once and spends no CPU between frames.
+pub(super) const LINGER_GAP_NANOS: f64 = 20_000.0;
+
+/// How long a thread that runs out of work during a shared frame looks for
+/// the frame's next nodes before it parks (`registry::Shared::frame_shared`).
+/// Within a frame the next nodes are usually microseconds away; a park and
+/// its wake-up cost about 10 µs of CPU and 5 µs of latency here. Before
+/// this, the worker parked in about half the frames of the 1 µs benchmark
+/// graph, run back to back.
+pub(super) const IN_FRAME_WAIT_NANOS: f64 = 20_000.0;
+
+/// By default a frame is shared, and threads linger between frames, only
+/// if besides [`WAKE_WORTH_NANOS`] the nodes average at least this much
+/// (measured, or for an untimed graph the frame's wall time per node). Lighter nodes cost about as much to hand between cores as to run:
+/// a node hand-off between threads costs 80-130 ns here, and the 0 ns case
+/// of `benches/graph.rs` took 9-14 µs on one thread and 19-37 µs with a
+/// worker in it.
+///
+/// Without this condition the choice was bistable: with a worker in the
+/// frame, 0 ns nodes measure about 140 ns each (their spans include the
+/// cross-core hand-offs), the frame's total passes `WAKE_WORTH_NANOS`, and
+/// every frame woke the worker again. 200 ns is above that, so such a
+/// frame falls back to one thread and stays there.
+pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
+
+/// When a frame is worth a second thread: enough work in all, in nodes
+/// heavy enough on average (`TaskGraphBuilder::share_above`).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ShareThreshold {
+    pub(super) frame_nanos: f64,
+    pub(super) node_nanos: f64,
+}
+
+impl Default for ShareThreshold {
+    /// [`WAKE_WORTH_NANOS`] and [`LIGHT_NODE_NANOS`].
+    fn default() -> Self {
+        ShareThreshold {
+            frame_nanos: WAKE_WORTH_NANOS,
+            node_nanos: LIGHT_NODE_NANOS,
+        }
+    }
+}
+
+impl ShareThreshold {
+    pub(crate) fn new(frame_work: Duration, node_work: Duration) -> Self {
+        ShareThreshold {
+            frame_nanos: frame_work.as_nanos() as f64,
+            node_nanos: node_work.as_nanos() as f64,
+        }
+    }
+
+    /// Whether a frame of `nanos` of work (or wall time, untimed) over
+    /// `nodes` nodes is worth waking and keeping a second thread for.
+    pub(super) fn worth_a_second_thread(&self, nanos: f64, nodes: usize) -> bool {
+        nanos >= self.frame_nanos && nanos / nodes.max(1) as f64 >= self.node_nanos
+    }
+}
+
+/// How long idle threads wait for the next frame, in ticks, given the
+/// smoothed gap between frames: [`LINGER_GAP_NANOS`] for gaps under it,
+/// otherwise not at all. (Twice the gap, as before, made the worker park
+/// after every eighth frame of the benchmark graph run back to back: the
+/// frame that re-sorts priorities leaves a longer gap than the average.)
+pub(super) fn linger_ticks(gap_ticks: f64, nanos_per_tick: f64) -> u64 {
+    let limit = LINGER_GAP_NANOS / nanos_per_tick;
+    if gap_ticks < limit {
+        limit as u64
+    } else {
+        0
+    }
+}
+
+impl<C: ?Sized + Sync> Runtime<C> {
+    /// Smooths the gap since the last frame and tells the pool how long its
+    /// idle threads should wait for the next frame before they park (see
+    /// [`LINGER_GAP_NANOS`]).
+    pub(super) fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
+        let Some(last_end) = self.last_end_tick else {
+            return;
+        };
+        let gap = start_tick.saturating_sub(last_end) as f64;
+        // Falls at once, rises smoothly: a loop that resumes back-to-back
+        // frames after a pause (a loading screen) lingers from its next
+        // frame on, and one long gap does not end lingering.
+        self.gap_estimate = if gap < self.gap_estimate {
+            gap
+        } else {
+            0.75 * self.gap_estimate + 0.25 * gap
+        };
+        // Only for frames worth a second thread (`update_wakes`).
+        let linger = if self.waking {
+            linger_ticks(self.gap_estimate, self.rate.nanos_per_tick())
+        } else {
+            0
+        };
+        pool.set_linger_ticks(linger);
+    }
+
+    /// Folds this frame's node times into the smoothed estimates
+    /// (exponential average, weight 1/4 for the newest frame) and their sum.
+    /// A node that panicked or was skipped keeps its estimate. An estimate
+    /// of 0 has not been measured yet and takes the first time as it is (a
+    /// smoothed one never decays to 0: `e - e / 4` stays above 0).
+    pub(super) fn update_estimates(&mut self) {
+        let mut total = 0;
+        for (i, estimate) in self.estimate.iter_mut().enumerate() {
+            if let Some(ticks) = self.stats.ran_ticks(i) {
+                *estimate = if *estimate == 0 {
+                    ticks
+                } else {
+                    *estimate - *estimate / 4 + ticks / 4
+                };
+            }
+            total += *estimate;
+        }
+        self.estimate_total = total;
+    }
+
+    /// Decides whether the next frame is shared (its nodes queued, waking
+    /// sleeping threads) or runs alone (see [`ShareThreshold`]): by the
+    /// smoothed total node time of a timed graph (already updated with this
+    /// frame's, the first frame's included: its wall time also holds one-off
+    /// costs, such as first touches of memory, that made a graph of a few
+    /// empty nodes look worth a second thread), or by this frame's wall time
+    /// for an untimed one.
+    pub(super) fn update_wakes(&mut self, wall: Duration) {
+        let nanos = if self.shared_mut().timed {
+            self.estimate_total as f64 * self.rate.nanos_per_tick()
+        } else {
+            wall.as_nanos() as f64
+        };
+        let worth = self
+            .share_above
+            .worth_a_second_thread(nanos, self.estimate.len());
+        if worth != self.waking {
+            self.waking = worth;
+            for node in self.shared_mut().nodes.iter_mut() {
+                node.wakes = worth;
+            }
+        }
+    }
+
+    /// Priority = own estimate + 1 + the largest successor priority (the `+1`
+    /// makes longer chains win when times are equal); then roots and every
+    /// successor list are sorted by it, most urgent first.
+    pub(super) fn reprioritize(&mut self) {
+        if self.order != ReadyOrder::CriticalPathFirst {
+            return;
+        }
+        // SAFETY: between frames, borrowed apart from the other fields.
+        let shared = unsafe { self.shared.as_mut() };
+        let priority = &mut self.priority;
+        for &i in self.topological.iter().rev() {
+            let i = i as usize;
+            let range = shared.successor_start[i] as usize..shared.successor_start[i + 1] as usize;
+            let after = shared.successors[range]
+                .iter()
+                .map(|&s| priority[s as usize])
+                .max();
+            priority[i] = self.estimate[i] + 1 + after.unwrap_or(0);
+        }
+        let key = |&i: &u32| (std::cmp::Reverse(priority[i as usize]), i);
+        for i in 0..shared.nodes.len() {
+            let range = shared.successor_start[i] as usize..shared.successor_start[i + 1] as usize;
+            shared.successors[range].sort_unstable_by_key(key);
+        }
+        self.roots.sort_unstable_by_key(key);
+        self.plan.invalidate();
+        shared.schedule.invalidate();
+    }
+
+    /// Works out the plan of frames run alone again if the priorities
+    /// changed since, and the next frame runs alone.
+    pub(super) fn replan_if_stale(&mut self) {
+        if !self.waking && self.plan.is_stale() {
+            // SAFETY: between frames (see `shared_mut`); a shared borrow of
+            // the graph alongside the plan.
+            let shared = unsafe { self.shared.as_ref() };
+            self.plan.replan(&self.roots, &shared.dependencies, |i| {
+                shared.successors_of(i)
+            });
+        }
+    }
+
+    /// Works out the plan of planned frames for `lists` threads again if
+    /// the priorities changed since (allocates nothing).
+    pub(super) fn replan_schedule(&mut self, lists: usize) {
+        // SAFETY: between frames (see `shared_mut`), borrowed apart from
+        // the estimates and priorities.
+        let shared = unsafe { self.shared.as_mut() };
+        if !shared.schedule.is_stale(lists) {
+            return;
+        }
+        let cross = (planned::CROSS_NANOS / self.rate.nanos_per_tick()) as u64;
+        // Out of the graph while it is worked out (an empty schedule
+        // allocates nothing).
+        let mut schedule = std::mem::replace(&mut shared.schedule, Schedule::new(0));
+        let graph = &*shared;
+        let costs = planned::Costs {
+            priority: &self.priority,
+            estimate: &self.estimate,
+            cross,
+        };
+        schedule.replan(
+            lists,
+            costs,
+            &graph.dependencies,
+            |i| graph.successors_of(i),
+            |i| graph.dependencies_of(i),
+        );
+        shared.schedule = schedule;
+    }
+}
