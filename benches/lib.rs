@@ -563,6 +563,110 @@ impl DagShared {
     }
 }
 
+/// The same DAG runner on a tokio multi-threaded runtime: atomic in-degree
+/// counters, one `tokio::spawn` per ready node, the calling thread blocked
+/// on a [`CountDown`] of the sinks (it is not one of the runtime's threads).
+pub struct TokioDag {
+    shared: Arc<TokioDagShared>,
+}
+
+struct TokioDagShared {
+    successors: Vec<Vec<usize>>,
+    in_degree: Vec<usize>,
+    pending: Vec<AtomicUsize>,
+    work: Vec<Work>,
+    sinks: usize,
+    done: Mutex<Option<CountDown>>,
+}
+
+impl TokioDag {
+    /// A runner of `deps` whose node `i` runs `work[i]`.
+    pub fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
+        let successors = successors_of(deps);
+        let sinks = successors.iter().filter(|s| s.is_empty()).count();
+        TokioDag {
+            shared: Arc::new(TokioDagShared {
+                successors,
+                in_degree: deps.iter().map(Vec::len).collect(),
+                pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
+                work: work.to_vec(),
+                sinks,
+                done: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Runs one frame on `runtime` and waits for it.
+    pub fn run(&self, runtime: &tokio::runtime::Runtime) {
+        let shared = &self.shared;
+        for (p, &d) in shared.pending.iter().zip(&shared.in_degree) {
+            // Relaxed: the runtime's spawn publishes it.
+            p.store(d, Ordering::Relaxed);
+        }
+        let done = CountDown::new(shared.sinks);
+        *shared.done.lock().unwrap() = Some(done.clone());
+        for i in (0..shared.in_degree.len()).filter(|&i| shared.in_degree[i] == 0) {
+            let shared = shared.clone();
+            runtime.spawn(async move { TokioDagShared::node(shared, i) });
+        }
+        done.wait();
+    }
+}
+
+impl TokioDagShared {
+    fn node(shared: Arc<TokioDagShared>, i: usize) {
+        shared.work[i].run();
+        if shared.successors[i].is_empty() {
+            if let Some(done) = shared.done.lock().unwrap().as_ref() {
+                done.done();
+            }
+            return;
+        }
+        for &j in &shared.successors[i] {
+            // AcqRel: the last release sees every dependency's effects.
+            if shared.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                let shared = shared.clone();
+                tokio::spawn(async move { TokioDagShared::node(shared, j) });
+            }
+        }
+    }
+}
+
+/// A tokio multi-threaded runtime of `threads` workers.
+pub fn tokio_runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// Runs `frame` at `pacing` after `warm_up` frames: the median of about
+/// `seconds` of frames (at least `min` frames; back to back, `min`), each
+/// timed alone, in seconds.
+pub fn median_frame(
+    pacing: Pacing,
+    seconds: f64,
+    min: usize,
+    warm_up: usize,
+    mut frame: impl FnMut(),
+) -> f64 {
+    let mut pacer = Pacer::new(pacing);
+    for _ in 0..warm_up {
+        frame();
+        pacer.wait();
+    }
+    let times = (0..pacing.frames_in(seconds, min))
+        .map(|_| {
+            let start = std::time::Instant::now();
+            frame();
+            let time = start.elapsed().as_secs_f64();
+            pacer.wait();
+            time
+        })
+        .collect();
+    median(times)
+}
+
 /// A system set per node, for ordering bevy systems by the DAG's edges.
 #[derive(bevy_ecs::schedule::SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeSet(pub usize);

@@ -22,10 +22,10 @@
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median, threads,
-    GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
+    GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag, Work,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Frames per runner and pacing: about this many seconds of ticks.
 const SECONDS: f64 = 1.5;
@@ -42,23 +42,9 @@ const RUNNERS: [&str; 6] = [
     "global-queue",
 ];
 
-/// Runs `frame` at `pacing`: returns the median frame time in seconds.
-fn frames(pacing: Pacing, mut frame: impl FnMut()) -> f64 {
-    let mut pacer = Pacer::new(pacing);
-    for _ in 0..WARM_UP {
-        frame();
-        pacer.wait();
-    }
-    let times = (0..pacing.frames_in(SECONDS, MIN_FRAMES))
-        .map(|_| {
-            let start = Instant::now();
-            frame();
-            let time = start.elapsed().as_secs_f64();
-            pacer.wait();
-            time
-        })
-        .collect();
-    median(times)
+/// Runs `frame` at `pacing`: the median frame time in seconds.
+fn frames(pacing: Pacing, frame: impl FnMut()) -> f64 {
+    median_frame(pacing, SECONDS, MIN_FRAMES, WARM_UP, frame)
 }
 
 fn main() {

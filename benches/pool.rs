@@ -34,10 +34,7 @@ fn rayon_pool() -> rayon::ThreadPool {
 }
 
 fn tokio_rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads())
-        .build()
-        .unwrap()
+    engine_tasks_benches::tokio_runtime(threads())
 }
 
 fn bevy_pool() -> bevy_tasks::TaskPool {

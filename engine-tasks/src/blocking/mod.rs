@@ -1,6 +1,6 @@
 //! Blocking work beside the frame: a [`BlockingPool`] of threads for file
 //! I/O and anything else that sleeps, whose results can continue as tasks
-//! on the work-stealing pool, and [`assets`](crate::assets), which streams
+//! on the work-stealing pool, and [`assets`], which streams
 //! assets with it.
 //!
 //! ```

@@ -55,6 +55,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use executor::PoolExecutor;
 
+/// The workspace README's code blocks, run as doc tests here: this crate
+/// depends on everything they use (engine-tasks and bevy_ecs).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// Installs a [`PoolExecutor`] on `schedule`, with every system in
 /// [`Lane::FrameCritical`], and builds the schedule for `world`.
 pub fn install(

@@ -12,7 +12,7 @@
 //!    reads the file, and repeats until no request waits. So reads follow
 //!    priority at the moment a reader is free, and the streamer never holds
 //!    more than `max_reads_in_flight` blocking threads.
-//! 3. The file's bytes go to a [`Lane::Background`] task on the
+//! 3. The file's bytes go to a [`Lane::Background`](crate::Lane::Background) task on the
 //!    work-stealing pool, which decodes them ([`decode_asset`]: LZ4 frames
 //!    with a content checksum, inside a small header with the expected
 //!    size) and queues the result.
