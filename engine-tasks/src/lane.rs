@@ -29,6 +29,21 @@
 //! tasks short (split big jobs) so a worker returns to the search often.
 
 /// The priority class of a task.
+///
+/// Lanes order from most to least urgent:
+///
+/// ```
+/// use engine_tasks::{Lane, Pool};
+///
+/// assert!(Lane::FrameCritical < Lane::Normal && Lane::Normal < Lane::Background);
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let cull = pool.spawn(Lane::FrameCritical, || "visible set").unwrap();
+/// let stream = pool.spawn(Lane::Background, || "next level").unwrap();
+/// assert_eq!(cull.lane(), Lane::FrameCritical);
+/// assert_eq!(cull.join().unwrap(), "visible set");
+/// assert_eq!(stream.join().unwrap(), "next level");
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Lane {
@@ -54,6 +69,14 @@ impl Lane {
     }
 
     /// The lanes that are at least as urgent as `self`, most urgent first.
+    ///
+    /// ```
+    /// use engine_tasks::Lane;
+    ///
+    /// // What a thread waiting on `Normal` work may run meanwhile.
+    /// assert_eq!(Lane::Normal.and_above(), [Lane::FrameCritical, Lane::Normal]);
+    /// assert_eq!(Lane::Background.and_above(), Lane::ALL);
+    /// ```
     #[inline(always)]
     pub fn and_above(self) -> &'static [Lane] {
         &Lane::ALL[..=self.index()]

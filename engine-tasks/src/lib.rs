@@ -48,13 +48,14 @@
 //!   compressed assets with it.
 //! * [`timeline`] and the `tracy` feature: where the frame went.
 //!
-//! The design notes live beside the code: `ring.rs` (the ring and its
-//! steal-half), `deque.rs` (join halves), `fence.rs` (asymmetric fences),
-//! `credit.rs` (scope credit), `queue.rs` (overflow and
-//! injector), `idle.rs` (the wake-up protocol and why no wake-up is lost),
-//! `worker.rs` (the search order and what a waiting thread runs),
-//! `registry.rs` (slots, lazy spawning, shutdown), `lane.rs` (lane policy),
-//! `graph/runtime.rs` (a frame), `blocking.rs`, `assets.rs`, `timeline.rs`.
+//! The design notes live beside the code, in `src/`: `sync/ring.rs` (the
+//! ring and its steal-half), `sync/deque.rs` (join halves), `sync/fence.rs`
+//! (asymmetric fences), `sync/credit.rs` (scope credit), `sync/queue.rs`
+//! (overflow and injector), `sync/idle.rs` (the wake-up protocol and why no
+//! wake-up is lost), `pool/search.rs` (the search order), `pool/wait.rs`
+//! (what a waiting thread runs), `pool/registry.rs` (slots, lazy spawning,
+//! shutdown), `lane.rs` (lane policy), `graph/runtime.rs` (a frame),
+//! `blocking/pool.rs`, `blocking/assets/` and `trace/timeline.rs`.
 
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 

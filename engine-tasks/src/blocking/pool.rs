@@ -56,6 +56,24 @@ pub const DEFAULT_BLOCKING_CAP: usize = 64;
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Configures a [`BlockingPool`].
+///
+/// ```
+/// use engine_tasks::{BlockingBuildError, BlockingPool};
+/// use std::time::Duration;
+///
+/// // Reads from one disk: a few threads are plenty, and they may linger
+/// // through a level's loading burst.
+/// let io = BlockingPool::builder()
+///     .cap(4)
+///     .keep_alive(Duration::from_secs(30))
+///     .thread_name_prefix("disk")
+///     .build()
+///     .unwrap();
+/// assert_eq!(io.spawn(|| 2 + 2).unwrap().wait().unwrap(), 4);
+///
+/// let refused = BlockingPool::builder().cap(0).build();
+/// assert_eq!(refused.unwrap_err(), BlockingBuildError::ZeroCap);
+/// ```
 pub struct BlockingPoolBuilder {
     cap: usize,
     max_queued: usize,
@@ -89,6 +107,25 @@ impl BlockingPoolBuilder {
     /// idle thread will take does not count. With `cap` threads running,
     /// none idle, and this many tasks waiting, submissions fail with
     /// [`BlockingError::Full`] instead of growing the queue.
+    ///
+    /// ```
+    /// use engine_tasks::{BlockingError, BlockingPool};
+    /// use std::sync::mpsc;
+    ///
+    /// let io = BlockingPool::builder().cap(1).max_queued(1).build().unwrap();
+    /// let (started, is_started) = mpsc::channel();
+    /// let (release, hold) = mpsc::channel::<()>();
+    /// let slow_read = io.spawn(move || {
+    ///     started.send(()).unwrap();
+    ///     hold.recv().unwrap(); // a read from a slow disk
+    /// });
+    /// is_started.recv().unwrap(); // the only thread is busy
+    /// let queued = io.spawn(|| ()).unwrap();
+    /// assert!(matches!(io.spawn(|| ()), Err(BlockingError::Full(_))));
+    /// release.send(()).unwrap();
+    /// slow_read.unwrap().wait().unwrap();
+    /// queued.wait().unwrap();
+    /// ```
     pub fn max_queued(mut self, max_queued: usize) -> Self {
         self.max_queued = max_queued;
         self
@@ -284,8 +321,9 @@ struct Inner {
     metrics: Metrics,
 }
 
-/// Owns a blocking pool; dropping it shuts the pool down (see the module
-/// docs). Derefs to a cloneable [`BlockingPoolHandle`].
+/// Owns a blocking pool; dropping it shuts the pool down (see
+/// [`BlockingPoolHandle::shutdown`]). Derefs to a cloneable
+/// [`BlockingPoolHandle`].
 pub struct BlockingPool {
     handle: BlockingPoolHandle,
 }
@@ -360,6 +398,21 @@ impl BlockingPoolHandle {
 
     /// Like [`spawn`](Self::spawn), but the task runs even if the pool shuts
     /// down before it starts: shutdown waits for it.
+    ///
+    /// ```
+    /// use engine_tasks::BlockingPool;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let io = BlockingPool::new();
+    /// let saved = Arc::new(AtomicBool::new(false));
+    /// let flag = saved.clone();
+    /// // The player quit: the save must reach the disk before the process exits.
+    /// let save = io.spawn_mandatory(move || flag.store(true, Ordering::Release));
+    /// drop(save.unwrap()); // nobody waits for it ...
+    /// drop(io); // ... but shutting down does
+    /// assert!(saved.load(Ordering::Acquire));
+    /// ```
     pub fn spawn_mandatory<F, T>(&self, f: F) -> Result<BlockingTask<T>, BlockingError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -369,6 +422,19 @@ impl BlockingPoolHandle {
     }
 
     /// The pool's counters.
+    ///
+    /// ```
+    /// use engine_tasks::BlockingPool;
+    ///
+    /// let io = BlockingPool::builder().cap(2).build().unwrap();
+    /// assert_eq!(io.metrics().threads, 0); // threads start on demand
+    /// for chunk in 0..3 {
+    ///     io.spawn(move || chunk).unwrap().wait().unwrap();
+    /// }
+    /// let metrics = io.metrics();
+    /// assert_eq!(metrics.completed, 3);
+    /// assert!(metrics.peak_threads >= 1 && metrics.peak_threads <= 2);
+    /// ```
     pub fn metrics(&self) -> BlockingMetrics {
         let m = &self.inner.metrics;
         // Relaxed: statistics, each written under the state lock.
@@ -382,9 +448,9 @@ impl BlockingPoolHandle {
         }
     }
 
-    /// Shuts the pool down (see the module docs): later submissions fail,
-    /// queued tasks are dropped except mandatory ones, which run, and every
-    /// thread is joined before this returns. A second call made while the
+    /// Shuts the pool down: later submissions fail, queued tasks are
+    /// dropped except mandatory ones, which run, and every thread is
+    /// joined before this returns. A second call made while the
     /// first is still joining returns at once; only the first waits.
     pub fn shutdown(&self) {
         let inner = &self.inner;
@@ -711,6 +777,21 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// pool's tasks meanwhile, of every lane, since the blocking task may
     /// wait on one of them; do not wait while holding a lock that such
     /// tasks take. On any other thread it sleeps and runs nothing.
+    ///
+    /// ```
+    /// use engine_tasks::BlockingPool;
+    ///
+    /// let path = std::env::temp_dir().join(format!("slot-{}.sav", std::process::id()));
+    /// std::fs::write(&path, b"level=3").unwrap();
+    ///
+    /// let io = BlockingPool::new();
+    /// let file = path.clone();
+    /// let read = io.spawn(move || std::fs::read_to_string(file)).unwrap();
+    /// // A loading screen may block; a frame should use `then` instead.
+    /// let save = read.wait().unwrap().unwrap();
+    /// assert_eq!(save, "level=3");
+    /// std::fs::remove_file(path).unwrap();
+    /// ```
     pub fn wait(self) -> Result<T, JoinError> {
         if !self.completion.done.is_set() {
             crate::pool::wait::wait_working_for_own_pool(&self.completion.done);
@@ -738,6 +819,32 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// blocking task (a blocking thread, the caller of `shutdown` for a
     /// cancelled task, or the caller of `then` if it had already finished):
     /// the result is never lost.
+    ///
+    /// ```
+    /// use engine_tasks::{BlockingPool, Lane, Pool};
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let io = BlockingPool::new();
+    /// let (ready, loaded) = mpsc::channel();
+    /// io.spawn(|| "256 256 level_heights".to_string()) // read the file
+    ///     .unwrap()
+    ///     .then(&pool, Lane::Background, move |text| {
+    ///         // Parse on the work-stealing pool, off the I/O thread.
+    ///         let text = text.unwrap();
+    ///         let size: Vec<u32> = text.split(' ').take(2).map(|n| n.parse().unwrap()).collect();
+    ///         ready.send(size).unwrap();
+    ///     });
+    /// // The game loop checks once per frame without blocking.
+    /// let size = loop {
+    ///     match loaded.try_recv() {
+    ///         Ok(size) => break size,
+    ///         Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(), // run a frame
+    ///         Err(mpsc::TryRecvError::Disconnected) => panic!("the loader failed"),
+    ///     }
+    /// };
+    /// assert_eq!(size, [256, 256]);
+    /// ```
     pub fn then<F>(self, pool: &PoolHandle, lane: Lane, f: F)
     where
         F: FnOnce(Result<T, JoinError>) + Send + 'static,

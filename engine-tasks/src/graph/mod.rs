@@ -40,13 +40,14 @@
 //!
 //! # Frames run alone
 //!
-//! Handing a node to another core costs about 100 ns here, so a frame of
-//! light nodes ends sooner on one thread. When the frames before were not
-//! worth a second thread (under 20 µs of work, or nodes under 200 ns on
-//! average), and for a graph's first frame, the frame's thread runs the
-//! frame alone: it walks a plan, worked out between frames, that puts
-//! every node after its dependencies, so nothing is queued or counted. If
-//! such a frame turns out heavy by the same rule,
+//! Handing a node to another thread costs a queue operation and often a
+//! wake-up and a cache miss, so a frame of light nodes ends sooner on one
+//! thread. When the frames before were not worth a second thread (by
+//! default under 20 µs of work, or nodes under 200 ns on average; see
+//! [`TaskGraphBuilder::share_above`]), and for a graph's first frame, the
+//! frame's thread runs the frame alone: it walks a plan, worked out between
+//! frames, that puts every node after its dependencies, so nothing is
+//! queued or counted. If such a frame turns out heavy by the same rule,
 //! checked after every node (every 32 nodes of an untimed graph after its
 //! first frame), the thread queues the rest in the pool and waits like any
 //! shared frame.
@@ -66,15 +67,13 @@
 //! dependencies finished in this frame and claims it; a walker whose next
 //! node is not ready may claim the first ready node of another list, so a
 //! late or busy worker costs parallelism, never a node. Nothing is counted
-//! or queued per node: on the benchmark graph with 1 µs nodes this took
-//! the overhead per node over what two threads of the development VM give
-//! the work from 13–40 ns to about zero (see the README). A
-//! helper that a thread runs inside a wait (a node's `join`, say) only
-//! runs ready nodes, since waiting there could wait for the node below it
-//! on its own stack. A walker that finds nothing ready looks for 20 µs,
-//! running pool tasks of the graph's lane (such as a node's `parallel_for`
-//! pieces; the frame's thread once every helper task has started), then sleeps until another walker finishes a node or such a
-//! task is pushed.
+//! or queued per node. A helper that a thread runs inside a wait (a node's
+//! `join`, say) only runs ready nodes, since waiting there could wait for
+//! the node below it on its own stack. A walker that finds nothing ready
+//! looks for 20 µs, running pool tasks of the graph's lane (such as a
+//! node's `parallel_for` pieces; the frame's thread once every helper task
+//! has started), then sleeps until another walker finishes a node or such
+//! a task is pushed.
 //!
 //! # What the frame's thread runs while it waits
 //!
@@ -142,6 +141,30 @@ pub enum ReadyOrder {
 }
 
 /// What a node sees while it runs.
+///
+/// ```
+/// use engine_tasks::{Lane, Pool, TaskGraph};
+/// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+///
+/// let mut builder = TaskGraph::<Vec<u32>>::builder();
+/// builder.node("damage", Lane::Normal, |cx| {
+///     assert_eq!(cx.name(), "damage");
+///     let hits = cx.data(); // borrowed from the caller of `run`
+///     // Split the node's own work across the frame's pool.
+///     let total = AtomicU32::new(0);
+///     cx.pool().parallel_for(0..hits.len(), 16, |i| {
+///         total.fetch_add(hits[i], Relaxed);
+///     });
+///     assert_eq!(total.into_inner(), 100 * (cx.frame() as u32 + 1));
+/// });
+/// let mut graph = builder.build().unwrap();
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// for frame in 0..3 {
+///     let hits = vec![frame + 1; 100]; // this frame's hits
+///     graph.run(&pool, &hits).unwrap();
+/// }
+/// ```
 pub struct NodeContext<'f, C: ?Sized> {
     data: &'f C,
     pool: &'f PoolHandle,
@@ -258,6 +281,29 @@ impl fmt::Debug for NodePanic {
 /// A frame in which nodes panicked. Every other node that did not depend on
 /// them ran; the next frame runs normally.
 ///
+/// A game may log the frame's failures and carry on:
+///
+/// ```
+/// use engine_tasks::{Lane, Pool, TaskGraph};
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let mut builder = TaskGraph::<u64>::builder();
+/// builder.node("physics", Lane::FrameCritical, |cx| {
+///     if *cx.data() == 13 {
+///         panic!("NaN in rigid body 7");
+///     }
+/// });
+/// builder.node("render", Lane::FrameCritical, |_| {}).after(["physics"]);
+/// builder.node("audio", Lane::Normal, |_| {});
+/// let mut graph = builder.build().unwrap();
+///
+/// let error = graph.run(&pool, &13).unwrap_err();
+/// assert_eq!(error.panicked[0].node, "physics");
+/// assert_eq!(error.panicked[0].message, "NaN in rigid body 7");
+/// assert_eq!(error.skipped, ["render"]); // "audio" ran
+/// assert!(graph.run(&pool, &14).is_ok()); // the next frame runs normally
+/// ```
+///
 /// To treat a node's panic as the caller's own, re-raise it:
 ///
 /// ```should_panic
@@ -347,6 +393,25 @@ pub struct NodeBuilder<'b, C: ?Sized> {
 impl<C: ?Sized> NodeBuilder<'_, C> {
     /// The node runs after each named node has finished (and after
     /// everything those started with `parallel_for` or `scope`).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    ///
+    /// let mut builder = TaskGraph::<AtomicU32>::builder();
+    /// builder.node("shadow_maps", Lane::FrameCritical, |cx| { cx.data().fetch_add(1, Relaxed); });
+    /// builder.node("gbuffer", Lane::FrameCritical, |cx| { cx.data().fetch_add(1, Relaxed); });
+    /// builder
+    ///     .node("lighting", Lane::FrameCritical, |cx| {
+    ///         assert_eq!(cx.data().load(Relaxed), 2, "both passes are done");
+    ///     })
+    ///     .after(["shadow_maps", "gbuffer"]);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// let passes_done = AtomicU32::new(0);
+    /// assert!(graph.run(&pool, &passes_done).is_ok());
+    /// ```
     pub fn after<I, S>(self, dependencies: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -366,6 +431,29 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     }
 
     /// Adds a node that runs `body` in `lane` once per frame, on any thread.
+    ///
+    /// A node's closure is `FnMut` and lives as long as the graph, so it may
+    /// keep state from frame to frame:
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// let mut builder = TaskGraph::<Mutex<Vec<u32>>>::builder();
+    /// let mut checkpoints = 0;
+    /// builder.node("autosave", Lane::Background, move |cx| {
+    ///     checkpoints += 1;
+    ///     cx.data().lock().unwrap().push(checkpoints);
+    /// });
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let log = Mutex::new(Vec::new());
+    /// for _ in 0..3 {
+    ///     graph.run(&pool, &log).unwrap();
+    /// }
+    /// assert_eq!(*log.lock().unwrap(), [1, 2, 3]);
+    /// ```
     pub fn node<F>(&mut self, name: impl Into<String>, lane: Lane, body: F) -> NodeBuilder<'_, C>
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
@@ -376,6 +464,26 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// Adds a node that runs only on the thread that calls
     /// [`TaskGraph::run`] (window events, GPU submission). It counts as
     /// frame-critical: the frame's thread runs it as soon as it is ready.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::thread::{self, ThreadId};
+    ///
+    /// // The frame data: the thread that owns the window and the GPU queue.
+    /// let mut builder = TaskGraph::<ThreadId>::builder();
+    /// builder.node("record_commands", Lane::FrameCritical, |_| {});
+    /// builder
+    ///     .main_thread_node("submit", |cx| {
+    ///         assert_eq!(thread::current().id(), *cx.data());
+    ///     })
+    ///     .after(["record_commands"]);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// for _ in 0..3 {
+    ///     graph.run(&pool, &thread::current().id()).unwrap();
+    /// }
+    /// ```
     pub fn main_thread_node<F>(&mut self, name: impl Into<String>, body: F) -> NodeBuilder<'_, C>
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
@@ -384,16 +492,48 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     }
 
     /// How ready nodes are ordered (default: critical path first).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// let mut builder = TaskGraph::<Mutex<Vec<&str>>>::builder();
+    /// for system in ["input", "ai", "physics", "audio"] {
+    ///     builder.node(system, Lane::Normal, move |cx| cx.data().lock().unwrap().push(system));
+    /// }
+    /// builder.ready_order(ReadyOrder::Fifo);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// // No workers: one thread runs the independent nodes in declaration order.
+    /// let pool = Pool::builder().threads(0).build().unwrap();
+    /// let order = Mutex::new(Vec::new());
+    /// graph.run(&pool, &order).unwrap();
+    /// assert_eq!(*order.lock().unwrap(), ["input", "ai", "physics", "audio"]);
+    /// ```
     pub fn ready_order(&mut self, order: ReadyOrder) -> &mut Self {
         self.order = order;
         self
     }
 
     /// Whether to time every node (default: yes). Timing costs one clock
-    /// read per node, two for a node taken from a queue (about 17 ns each
-    /// on the development VM); without it,
+    /// read per node, two for a node taken from a queue; without it,
     /// [`FrameStats`] has no node durations or thread busy times, and
     /// critical-path-first ranks nodes by the number of nodes after them.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("particles", Lane::Normal, |_| {});
+    /// builder.measure_nodes(false); // a shipping build without the profiler
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let stats = graph.run(&pool, &()).unwrap();
+    /// assert_eq!(stats.total_work(), Duration::ZERO);
+    /// assert_eq!(stats.nodes().len(), 1);
+    /// ```
     pub fn measure_nodes(&mut self, timed: bool) -> &mut Self {
         self.timed = timed;
         self
@@ -404,10 +544,27 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// least `frame_work` of node time (of wall time, untimed) and their
     /// nodes averaged at least `node_work`; otherwise (and in the first
     /// frame) the frame's thread runs it alone, and hands the rest over
-    /// once the frame passes both. Default: 20 µs and 200 ns, measured on
-    /// the 2-core development VM (see `graph/runtime.rs`). Zero for both
+    /// once the frame passes both. Default: 20 µs and 200 ns. Zero for both
     /// shares every frame (the first from its second node on);
     /// [`Duration::MAX`] for either runs every frame alone.
+    ///
+    /// ```
+    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("input", Lane::FrameCritical, |_| {});
+    /// builder.node("camera", Lane::FrameCritical, |_| {}).after(["input"]);
+    /// // Keep this small graph on the frame's thread, however heavy.
+    /// builder.share_above(Duration::MAX, Duration::MAX);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// for _ in 0..5 {
+    ///     let stats = graph.run(&pool, &()).unwrap();
+    ///     assert_eq!(stats.sharing(), FrameSharing::Alone);
+    /// }
+    /// ```
     pub fn share_above(&mut self, frame_work: Duration, node_work: Duration) -> &mut Self {
         self.share_above = ShareThreshold::new(frame_work, node_work);
         self
@@ -417,6 +574,24 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// frames" above). Only graphs with critical-path-first order, no
     /// pinned nodes and one lane for every node run planned frames; others
     /// always queue their nodes.
+    ///
+    /// ```
+    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// for i in 0..8 {
+    ///     builder.node(format!("chunk_{i}"), Lane::Normal, |_| {});
+    /// }
+    /// builder.share_above(Duration::ZERO, Duration::ZERO).plan_frames(false);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// for _ in 0..100 {
+    ///     let stats = graph.run(&pool, &()).unwrap();
+    ///     assert_ne!(stats.sharing(), FrameSharing::Planned);
+    /// }
+    /// ```
     pub fn plan_frames(&mut self, enabled: bool) -> &mut Self {
         self.plan_frames = enabled;
         self
@@ -441,6 +616,20 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     }
 
     /// Validates the nodes and compiles the graph.
+    ///
+    /// ```
+    /// use engine_tasks::{GraphError, Lane, TaskGraph};
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("animation", Lane::Normal, |_| {}).after(["physics"]);
+    /// builder.node("physics", Lane::Normal, |_| {}).after(["animation"]);
+    /// let error = builder.build().unwrap_err();
+    /// assert!(matches!(error, GraphError::Cycle(_)));
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     r#"dependency cycle: "physics" -> "animation" -> "physics""#
+    /// );
+    /// ```
     pub fn build(self) -> Result<TaskGraph<C>, GraphError> {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
         let after: Vec<&[String]> = self.nodes.iter().map(|n| n.after.as_slice()).collect();
@@ -476,6 +665,31 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     ///
     /// Allocates nothing once the first frame has run, unless a node
     /// panics: then the error lists the panicked and skipped nodes.
+    ///
+    /// The data is borrowed only for the frame, so the game owns it again
+    /// between frames:
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// struct Frame { dt: f32, x: Mutex<f32> }
+    ///
+    /// let mut builder = TaskGraph::<Frame>::builder();
+    /// builder.node("integrate", Lane::FrameCritical, |cx| {
+    ///     let frame = cx.data();
+    ///     *frame.x.lock().unwrap() += 3.0 * frame.dt; // 3 units a second
+    /// });
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let mut frame = Frame { dt: 0.0, x: Mutex::new(0.0) };
+    /// for _ in 0..4 {
+    ///     frame.dt = 0.25; // read from the clock in a real loop
+    ///     graph.run(&pool, &frame).unwrap();
+    /// }
+    /// assert_eq!(*frame.x.lock().unwrap(), 3.0);
+    /// ```
     pub fn run(&mut self, pool: &PoolHandle, data: &C) -> Result<&FrameStats, FrameError> {
         self.runtime.run_frame(pool, data)
     }

@@ -32,7 +32,9 @@ pub struct NodeTiming {
     /// a `parallel_for`, and tasks its thread ran during such a wait).
     pub duration: Duration,
     /// The pool slot of the thread that ran it (see
-    /// [`FrameStats::thread_busy`]), or `None` for a thread outside the pool.
+    /// [`FrameStats::thread_busy`]), or `None` for a thread that held no
+    /// slot in the pool: a thread of another pool, or one outside any pool
+    /// while another such thread held the pool's guest slot.
     pub thread: Option<usize>,
     /// Whether it ran.
     pub outcome: NodeOutcome,
@@ -43,6 +45,26 @@ pub struct NodeTiming {
 /// after a frame allocates nothing and copies nothing (the frame's run
 /// records are swapped in) but walks the critical path; times are
 /// converted when read.
+///
+/// For a frame-time overlay:
+///
+/// ```
+/// use engine_tasks::graph::NodeOutcome;
+/// use engine_tasks::{Lane, Pool, TaskGraph};
+///
+/// let mut builder = TaskGraph::<()>::builder();
+/// builder.node("input", Lane::FrameCritical, |_| {});
+/// builder.node("ai", Lane::Normal, |_| {}).after(["input"]);
+/// let mut graph = builder.build().unwrap();
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// graph.run(&pool, &()).unwrap();
+/// let stats = graph.last_frame();
+/// let ai = stats.node(graph.node_index("ai").unwrap());
+/// assert_eq!(ai.outcome, NodeOutcome::Ran);
+/// println!("ai: {:?} into the frame, for {:?}", ai.start, ai.duration);
+/// assert!(stats.critical_path_work() <= stats.total_work());
+/// ```
 #[derive(Clone, Debug)]
 pub struct FrameStats {
     frame: u64,
@@ -81,7 +103,20 @@ impl FrameStats {
     }
 
     /// Whether the frame ran on its thread alone, was handed over to the
-    /// pool on the way, or was shared from the start.
+    /// pool on the way, was shared from the start, or ran by a plan.
+    ///
+    /// ```
+    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("hud", Lane::Normal, |_| {});
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// // A graph's first frame starts on its thread alone; this one stays
+    /// // alone, being far too light to be worth a second thread.
+    /// assert_eq!(graph.run(&pool, &()).unwrap().sharing(), FrameSharing::Alone);
+    /// ```
     pub fn sharing(&self) -> FrameSharing {
         self.sharing
     }
@@ -117,9 +152,29 @@ impl FrameStats {
         (0..self.runs.len()).map(|i| self.node(i))
     }
 
-    /// The chain of nodes that decided when the frame ended, first to last:
-    /// the node that finished last, the dependency that released it, and so
-    /// on back to a root.
+    /// The chain of nodes that decided when the frame ended, as node
+    /// indices from a root to the node that finished last: each entry is
+    /// the dependency whose end released the next one.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("input", Lane::FrameCritical, |_| {});
+    /// builder.node("physics", Lane::FrameCritical, |_| {}).after(["input"]);
+    /// builder.node("render", Lane::FrameCritical, |_| {}).after(["physics"]);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// graph.run(&pool, &()).unwrap();
+    /// let path: Vec<&str> = graph
+    ///     .last_frame()
+    ///     .critical_path()
+    ///     .iter()
+    ///     .map(|&node| graph.node_name(node))
+    ///     .collect();
+    /// assert_eq!(path, ["input", "physics", "render"]);
+    /// ```
     pub fn critical_path(&self) -> &[usize] {
         &self.critical_path
     }
@@ -147,6 +202,26 @@ impl FrameStats {
     /// so a node that waits for its `parallel_for` counts the whole wait
     /// while the pieces other threads ran count for none of them; see
     /// [`awake`](Self::awake) for how busy a thread was).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::hint::black_box;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("skinning", Lane::Normal, |_| {
+    ///     black_box((0..20_000u64).map(|i| i * i).sum::<u64>());
+    /// });
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let stats = graph.run(&pool, &()).unwrap();
+    /// for slot in 0..stats.slots() {
+    ///     let share = stats.thread_busy(slot).as_secs_f64() / stats.wall_time().as_secs_f64();
+    ///     println!("slot {slot}: {:.0}% in nodes", share * 100.0);
+    /// }
+    /// let busy: std::time::Duration = (0..stats.slots()).map(|s| stats.thread_busy(s)).sum();
+    /// assert!(busy > std::time::Duration::ZERO);
+    /// ```
     pub fn thread_busy(&self, slot: usize) -> Duration {
         let ticks: u64 = self
             .runs

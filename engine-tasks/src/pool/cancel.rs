@@ -10,6 +10,18 @@ use std::sync::Arc;
 /// spawned with [`PoolHandle::spawn_cancellable`](crate::PoolHandle::spawn_cancellable)
 /// whose token is cancelled before it starts is not run at all, and its
 /// handle reports [`JoinError::Cancelled`](crate::JoinError::Cancelled).
+///
+/// ```
+/// use engine_tasks::CancellationToken;
+///
+/// let leaving_level = CancellationToken::new();
+/// // Every job streaming the level holds a clone.
+/// let streaming_job = leaving_level.clone();
+/// assert!(!streaming_job.is_cancelled());
+///
+/// leaving_level.cancel();
+/// assert!(streaming_job.is_cancelled());
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct CancellationToken {
     cancelled: Arc<AtomicBool>,

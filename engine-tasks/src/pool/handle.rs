@@ -104,6 +104,18 @@ impl PoolBuilder {
     /// Worker threads to start (lazily) at most. Default: available
     /// parallelism minus one, because the thread that waits takes part; at
     /// least one. Zero is allowed: all work then runs on threads that wait.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// // No worker threads: a deterministic, single-threaded frame for
+    /// // debugging. Tasks run when the frame's thread waits for them.
+    /// let pool = Pool::builder().threads(0).build().unwrap();
+    /// assert_eq!(pool.threads(), 0);
+    /// let ai = pool.spawn(Lane::Normal, || "patrol").unwrap();
+    /// assert_eq!(ai.join().unwrap(), "patrol");
+    /// assert_eq!(pool.stats().threads_started, 0);
+    /// ```
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -111,18 +123,63 @@ impl PoolBuilder {
 
     /// Most workers that may run background tasks at once. Default: all
     /// workers but one when there are two or more, else 1.
+    ///
+    /// ```
+    /// use engine_tasks::{BuildError, Pool};
+    ///
+    /// // Four workers, of which at most one streams or decompresses at a
+    /// // time: three are always free for frame work.
+    /// let pool = Pool::builder().threads(4).background_cap(1).build().unwrap();
+    /// assert_eq!(pool.threads(), 4);
+    ///
+    /// let refused = Pool::builder().threads(4).background_cap(0).build();
+    /// assert_eq!(
+    ///     refused.unwrap_err(),
+    ///     BuildError::InvalidBackgroundCap { requested: 0, max: 4 }
+    /// );
+    /// ```
     pub fn background_cap(mut self, cap: usize) -> Self {
         self.background_cap = Some(cap);
         self
     }
 
     /// Thread names are `{prefix}-{index}`. Default `engine-worker`.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = Pool::builder().threads(1).thread_name_prefix("sim").build().unwrap();
+    /// let (send, receive) = mpsc::channel();
+    /// let task = pool
+    ///     .spawn(Lane::Normal, move || {
+    ///         send.send(std::thread::current().name().map(str::to_owned)).unwrap();
+    ///     })
+    ///     .unwrap();
+    /// // Not joined yet, so the pool's only worker runs it.
+    /// assert_eq!(receive.recv().unwrap().as_deref(), Some("sim-0"));
+    /// task.join().unwrap();
+    /// ```
     pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.name_prefix = prefix.into();
         self
     }
 
     /// Stack size of worker threads in bytes. Default: the platform's.
+    ///
+    /// ```
+    /// use engine_tasks::{BuildError, Pool, MIN_STACK_SIZE};
+    ///
+    /// // Room for deeply recursive tasks, such as a BVH build.
+    /// let pool = Pool::builder().threads(2).stack_size(8 << 20).build().unwrap();
+    /// assert_eq!(pool.join(|| 1, || 2), (1, 2));
+    ///
+    /// let refused = Pool::builder().stack_size(16 * 1024).build();
+    /// assert!(matches!(
+    ///     refused,
+    ///     Err(BuildError::StackTooSmall { min: MIN_STACK_SIZE, .. })
+    /// ));
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -131,6 +188,20 @@ impl PoolBuilder {
     /// Whether workers wake on their own just before the next frame of a
     /// paced loop of task-graph frames (see [`EarlyWake`]). Default:
     /// [`EarlyWake::Forecast`].
+    ///
+    /// ```
+    /// use engine_tasks::{EarlyWake, Lane, Pool};
+    /// use std::time::Duration;
+    ///
+    /// // A dedicated server or an editor without a paced frame loop: workers
+    /// // sleep until work arrives and never look ahead for a frame.
+    /// let pool = Pool::builder().early_wake(EarlyWake::Never).build().unwrap();
+    /// pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+    ///
+    /// // What waking early cost, summed over the threads.
+    /// let looked: Duration = pool.stats().threads.iter().map(|t| t.early_wait).sum();
+    /// assert_eq!(looked, Duration::ZERO);
+    /// ```
     pub fn early_wake(mut self, early_wake: EarlyWake) -> Self {
         self.early_wake = early_wake;
         self
@@ -139,6 +210,29 @@ impl PoolBuilder {
     /// Replaces how worker threads are started (default: `std::thread`),
     /// e.g. to pin them or set their OS priority. A returned error is
     /// survived: the pool stops spawning and works with the threads it has.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let started = Arc::new(Mutex::new(Vec::new()));
+    /// let log = started.clone();
+    /// let pool = Pool::builder()
+    ///     .threads(1)
+    ///     .spawn_with(move |spec, main| {
+    ///         log.lock().unwrap().push(spec.name.clone());
+    ///         // Pin the thread to a core or raise its priority here.
+    ///         let mut thread = std::thread::Builder::new().name(spec.name);
+    ///         if let Some(bytes) = spec.stack_size {
+    ///             thread = thread.stack_size(bytes);
+    ///         }
+    ///         thread.spawn(main)
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+    /// assert_eq!(*started.lock().unwrap(), ["engine-worker-0"]);
+    /// ```
     pub fn spawn_with<F>(mut self, spawn: F) -> Self
     where
         F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> io::Result<std::thread::JoinHandle<()>>
@@ -152,6 +246,16 @@ impl PoolBuilder {
 
     /// Validates the configuration and creates the pool. No thread starts
     /// until there is work.
+    ///
+    /// ```
+    /// use engine_tasks::{BuildError, Pool, MAX_THREADS};
+    ///
+    /// let pool = Pool::builder().threads(3).build().unwrap();
+    /// assert_eq!(pool.stats().threads_started, 0);
+    ///
+    /// let refused = Pool::builder().threads(MAX_THREADS + 1).build();
+    /// assert!(matches!(refused, Err(BuildError::TooManyThreads { .. })));
+    /// ```
     pub fn build(self) -> Result<Pool, BuildError> {
         let threads = self.threads.unwrap_or_else(default_threads);
         if threads > MAX_THREADS {
@@ -206,6 +310,19 @@ fn default_threads() -> usize {
 
 /// A spawn refused because the pool is shutting down; holds the closure so
 /// nothing is lost.
+///
+/// ```
+/// use engine_tasks::{Lane, Pool};
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let handle = pool.handle();
+/// drop(pool); // the game is quitting
+///
+/// let refused = handle.spawn(Lane::Background, || "flush telemetry").unwrap_err();
+/// // Run it here instead.
+/// let flush = refused.into_inner();
+/// assert_eq!(flush(), "flush telemetry");
+/// ```
 #[non_exhaustive]
 pub struct SpawnError<F> {
     task: F,
@@ -235,6 +352,22 @@ impl<F> std::error::Error for SpawnError<F> {}
 /// The owner of a work-stealing pool. Dropping it shuts the pool down: it
 /// stops accepting `spawn`s, runs every task already queued, and joins every
 /// thread. All methods come from [`PoolHandle`].
+///
+/// ```
+/// use engine_tasks::{Lane, Pool};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// let pool = Pool::builder().threads(2).build().unwrap();
+/// let saved = Arc::new(AtomicUsize::new(0));
+/// for _slot in 0..4 {
+///     let saved = saved.clone();
+///     // Detached: nobody joins these autosaves.
+///     drop(pool.spawn(Lane::Background, move || saved.fetch_add(1, Ordering::Relaxed)));
+/// }
+/// drop(pool); // runs what is still queued, then joins the workers
+/// assert_eq!(saved.load(Ordering::Relaxed), 4);
+/// ```
 pub struct Pool {
     handle: PoolHandle,
 }
@@ -254,6 +387,23 @@ impl Pool {
 
     /// A cloneable handle for spawning from anywhere; it does not keep the
     /// pool running after the `Pool` is dropped (spawns then fail).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let handle = pool.handle();
+    /// // A loading thread outside the pool submits work too.
+    /// let loader = std::thread::spawn(move || {
+    ///     let level = handle.spawn(Lane::Background, || "level 2 baked").unwrap();
+    ///     level.join().unwrap()
+    /// });
+    /// assert_eq!(loader.join().unwrap(), "level 2 baked");
+    ///
+    /// let late = pool.handle();
+    /// drop(pool);
+    /// assert!(late.spawn(Lane::Normal, || ()).is_err());
+    /// ```
     pub fn handle(&self) -> PoolHandle {
         self.handle.clone()
     }
@@ -315,6 +465,18 @@ impl PoolHandle {
 
     /// Runs `f` on the pool in `lane`. Fails, handing `f` back, once the pool
     /// is shutting down.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// // Start the path search early in the frame ...
+    /// let path = pool
+    ///     .spawn(Lane::Normal, || vec![(0, 0), (1, 0), (1, 1)])
+    ///     .unwrap();
+    /// // ... do other frame work here, and pick the result up when needed.
+    /// assert_eq!(path.join().unwrap().last(), Some(&(1, 1)));
+    /// ```
     #[track_caller]
     pub fn spawn<F, T>(&self, lane: Lane, f: F) -> Result<JoinHandle<T>, SpawnError<F>>
     where
@@ -327,6 +489,27 @@ impl PoolHandle {
     /// Like [`spawn`](Self::spawn), with a token the task can poll. If the
     /// token is cancelled before the task starts, it is not run and its
     /// handle returns [`JoinError::Cancelled`](crate::JoinError::Cancelled).
+    ///
+    /// ```
+    /// use engine_tasks::{CancellationToken, JoinError, Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let level_loaded = CancellationToken::new();
+    /// let bake = pool
+    ///     .spawn_cancellable(Lane::Background, &level_loaded, |token| {
+    ///         let mut probes = 0;
+    ///         while probes < 100_000 && !token.is_cancelled() {
+    ///             probes += 1; // bake one light probe
+    ///         }
+    ///         probes
+    ///     })
+    ///     .unwrap();
+    /// level_loaded.cancel(); // the player left the level
+    /// match bake.join() {
+    ///     Ok(probes) => assert!(probes <= 100_000), // stopped early, or done
+    ///     Err(error) => assert!(matches!(error, JoinError::Cancelled)), // never started
+    /// }
+    /// ```
     #[track_caller]
     pub fn spawn_cancellable<F, T>(
         &self,
@@ -389,6 +572,18 @@ impl PoolHandle {
     /// single wake-up (the woken thread passes the search on as it finds
     /// work). Handles come back in the order of `tasks`. Fails, handing every
     /// closure back, once the pool is shutting down.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// // One task per terrain tile, queued in one go.
+    /// let tiles = pool
+    ///     .spawn_batch(Lane::Background, (0..8u32).map(|tile| move || tile * 100))
+    ///     .unwrap();
+    /// let heights: Vec<u32> = tiles.into_iter().map(|t| t.join().unwrap()).collect();
+    /// assert_eq!(heights, [0, 100, 200, 300, 400, 500, 600, 700]);
+    /// ```
     #[track_caller]
     pub fn spawn_batch<I, F, T>(
         &self,
@@ -444,6 +639,18 @@ impl PoolHandle {
 
     /// Runs `a` and `b`, potentially in parallel, and returns both results.
     /// A panic in either is re-raised here after both have finished.
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let meshes = [4.0f32, -2.0, 9.5, 1.0];
+    /// let (visible, furthest) = pool.join(
+    ///     || meshes.iter().filter(|&&z| z > 0.0).count(),
+    ///     || meshes.iter().copied().fold(f32::MIN, f32::max),
+    /// );
+    /// assert_eq!((visible, furthest), (3, 9.5));
+    /// ```
     pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA + Send,
@@ -457,6 +664,21 @@ impl PoolHandle {
     /// Creates a scope whose tasks may borrow from the caller's stack, and
     /// waits (block-on-complete) until all of them finish. The first panic of
     /// the body or a task is re-raised after every task has finished.
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let scene = vec![1u32, 2, 3, 4];
+    /// let (mut shadow_pass, mut opaque_pass) = (Vec::new(), Vec::new());
+    /// // Both tasks borrow `scene` and write their own command list.
+    /// pool.scope(|s| {
+    ///     s.spawn(|_| shadow_pass.extend(scene.iter().map(|mesh| mesh * 10)));
+    ///     s.spawn(|_| opaque_pass.extend(scene.iter().copied().filter(|m| m % 2 == 0)));
+    /// });
+    /// assert_eq!(shadow_pass, [10, 20, 30, 40]);
+    /// assert_eq!(opaque_pass, [2, 4]);
+    /// ```
     pub fn scope<'env, F, R>(&self, f: F) -> R
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
@@ -466,6 +688,21 @@ impl PoolHandle {
 
     /// Calls `f(i)` for each `i` in `range` in parallel, in pieces of at most
     /// `grain` indices (0 counts as 1), and returns when all are done.
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let enemy_distance: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    /// let in_range = AtomicUsize::new(0);
+    /// pool.parallel_for(0..enemy_distance.len(), 64, |i| {
+    ///     if enemy_distance[i] < 50.0 {
+    ///         in_range.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// assert_eq!(in_range.into_inner(), 50);
+    /// ```
     pub fn parallel_for<F>(&self, range: Range<usize>, grain: usize, f: F)
     where
         F: Fn(usize) + Send + Sync,
@@ -477,6 +714,22 @@ impl PoolHandle {
     /// `chunk_len` items (the last piece may be shorter), each a disjoint
     /// `&mut`, and returns when all are done: the mutable counterpart of
     /// [`parallel_for`](Self::parallel_for).
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let velocity = vec![2.0f32; 1000];
+    /// let mut position = vec![0.0f32; 1000];
+    /// let dt = 0.5;
+    /// pool.parallel_chunks_mut(&mut position, 256, |k, chunk| {
+    ///     // Piece `k` starts at index `k * 256` of every parallel array.
+    ///     for (j, x) in chunk.iter_mut().enumerate() {
+    ///         *x += velocity[k * 256 + j] * dt;
+    ///     }
+    /// });
+    /// assert!(position.iter().all(|&x| x == 1.0));
+    /// ```
     pub fn parallel_chunks_mut<T, F>(&self, data: &mut [T], chunk_len: usize, f: F)
     where
         T: Send,
@@ -486,11 +739,46 @@ impl PoolHandle {
     }
 
     /// A lock-free snapshot of the pool's counters.
+    ///
+    /// The counters only grow: subtract two snapshots for a frame's share.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// let before = pool.stats().lane(Lane::Background);
+    /// let decodes = pool.spawn_batch(Lane::Background, (0..8).map(|i| move || i)).unwrap();
+    /// for decode in decodes {
+    ///     decode.join().unwrap();
+    /// }
+    /// let after = pool.stats().lane(Lane::Background);
+    /// assert_eq!(after.spawned - before.spawned, 8);
+    /// assert_eq!(after.executed - before.executed, 8);
+    /// ```
     pub fn stats(&self) -> PoolStats {
         self.shared.stats()
     }
 
     /// Tasks queued in `lane` right now, over every queue (a hint).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let mut chunks = Vec::new();
+    /// for chunk in 0..64 {
+    ///     // Back-pressure: stream more terrain next frame rather than
+    ///     // piling up work the workers cannot reach soon.
+    ///     if pool.queued(Lane::Background) >= 4 {
+    ///         break;
+    ///     }
+    ///     chunks.push(pool.spawn(Lane::Background, move || chunk).unwrap());
+    /// }
+    /// assert!(chunks.len() >= 4);
+    /// for chunk in chunks {
+    ///     chunk.join().unwrap();
+    /// }
+    /// ```
     pub fn queued(&self, lane: Lane) -> usize {
         self.shared.queued(lane)
     }
@@ -498,6 +786,16 @@ impl PoolHandle {
 
 /// The process-wide default pool, created with the default configuration on
 /// first use and never shut down.
+///
+/// ```
+/// use engine_tasks::{default_pool, Lane};
+///
+/// let checksum = default_pool()
+///     .spawn(Lane::Background, || b"save".iter().map(|&b| u32::from(b)).sum::<u32>())
+///     .unwrap();
+/// assert_eq!(checksum.join().unwrap(), 431);
+/// assert!(std::ptr::eq(default_pool(), default_pool()));
+/// ```
 pub fn default_pool() -> &'static Pool {
     static DEFAULT: OnceLock<Pool> = OnceLock::new();
     DEFAULT.get_or_init(Pool::new)
@@ -515,6 +813,22 @@ fn current_shared<R>(f: impl FnOnce(&Shared) -> R) -> R {
 }
 
 /// [`PoolHandle::join`] on the current thread's pool (or the default pool).
+///
+/// Recursive splits keep every thread busy without knowing the pool:
+///
+/// ```
+/// fn bounds(xs: &[f32]) -> (f32, f32) {
+///     if xs.len() <= 256 {
+///         return xs.iter().fold((f32::MAX, f32::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+///     }
+///     let (left, right) = xs.split_at(xs.len() / 2);
+///     let ((l0, h0), (l1, h1)) = engine_tasks::join(|| bounds(left), || bounds(right));
+///     (l0.min(l1), h0.max(h1))
+/// }
+///
+/// let vertices: Vec<f32> = (0..10_000).map(|i| (i % 700) as f32 - 300.0).collect();
+/// assert_eq!(bounds(&vertices), (-300.0, 399.0));
+/// ```
 pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -526,6 +840,22 @@ where
 }
 
 /// [`PoolHandle::scope`] on the current thread's pool (or the default pool).
+///
+/// ```
+/// use engine_tasks::{Lane, Pool};
+///
+/// let pool = Pool::builder().threads(2).build().unwrap();
+/// let lods = pool.spawn(Lane::Normal, || {
+///     let (mut near, mut far) = (0, 0);
+///     // Inside a task, `scope` uses that task's pool.
+///     engine_tasks::scope(|s| {
+///         s.spawn(|_| near = 3);
+///         s.spawn(|_| far = 1);
+///     });
+///     near + far
+/// });
+/// assert_eq!(lods.unwrap().join().unwrap(), 4);
+/// ```
 pub fn scope<'env, F, R>(f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
@@ -535,6 +865,17 @@ where
 
 /// [`PoolHandle::parallel_for`] on the current thread's pool (or the default
 /// pool).
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// let damage: Vec<u32> = vec![5; 300];
+/// let total = AtomicU32::new(0);
+/// engine_tasks::parallel_for(0..damage.len(), 32, |i| {
+///     total.fetch_add(damage[i], Ordering::Relaxed);
+/// });
+/// assert_eq!(total.into_inner(), 1500);
+/// ```
 pub fn parallel_for<F>(range: Range<usize>, grain: usize, f: F)
 where
     F: Fn(usize) + Send + Sync,

@@ -67,6 +67,31 @@ where
 impl<'scope, 'env> Scope<'scope, 'env> {
     /// Spawns a task in the scope's lane (the lane of the task that opened
     /// the scope, or `Normal` outside the pool).
+    ///
+    /// A task receives the scope, so it can spawn more tasks into it:
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let rooms = [3usize, 5, 2];
+    /// let props = AtomicUsize::new(0);
+    /// pool.scope(|s| {
+    ///     for &count in &rooms {
+    ///         let props = &props;
+    ///         s.spawn(move |s| {
+    ///             // Each room spawns a task per prop it places.
+    ///             for _ in 0..count {
+    ///                 s.spawn(move |_| {
+    ///                     props.fetch_add(1, Ordering::Relaxed);
+    ///                 });
+    ///             }
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(props.into_inner(), 10);
+    /// ```
     pub fn spawn<F>(&'scope self, f: F)
     where
         F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
@@ -75,6 +100,20 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Spawns a task in `lane`.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let (mut visible, mut lightmap) = (0, 0);
+    /// pool.scope(|s| {
+    ///     // The frame waits for culling; the lightmap bake may take its time.
+    ///     s.spawn_in(Lane::FrameCritical, |_| visible = 128);
+    ///     s.spawn_in(Lane::Background, |_| lightmap = 1);
+    /// });
+    /// // Either way, the scope returns only when both are done.
+    /// assert_eq!((visible, lightmap), (128, 1));
+    /// ```
     pub fn spawn_in<F>(&'scope self, lane: Lane, f: F)
     where
         F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,

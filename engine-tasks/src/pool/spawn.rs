@@ -202,6 +202,20 @@ impl<T: Send + 'static> JoinHandle<T> {
 
 impl<T> JoinHandle<T> {
     /// Whether the task has finished (or was cancelled before it started).
+    ///
+    /// Poll it once per frame to pick up a long job without blocking:
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let navmesh = pool.spawn(Lane::Background, || vec![0u8; 4096]).unwrap();
+    /// while !navmesh.is_finished() {
+    ///     std::thread::yield_now(); // run a frame with the old navmesh
+    /// }
+    /// // Finished, so this does not wait.
+    /// assert_eq!(navmesh.join().unwrap().len(), 4096);
+    /// ```
     pub fn is_finished(&self) -> bool {
         self.cell.latch().is_set()
     }
@@ -248,6 +262,21 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// Why a task produced no result.
+///
+/// ```
+/// use engine_tasks::{CancellationToken, JoinError, Lane, Pool};
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let load = pool.spawn(Lane::Normal, || -> u32 { panic!("save file is corrupt") });
+/// let error = load.unwrap().join().unwrap_err();
+/// assert!(error.is_panic());
+/// assert_eq!(error.panic_message(), Some("save file is corrupt"));
+///
+/// let token = CancellationToken::new();
+/// token.cancel();
+/// let skipped = pool.spawn_cancellable(Lane::Background, &token, |_| ()).unwrap();
+/// assert!(matches!(skipped.join(), Err(JoinError::Cancelled)));
+/// ```
 #[non_exhaustive]
 pub enum JoinError {
     /// The task panicked; the payload is what it panicked with.
@@ -281,6 +310,13 @@ impl JoinError {
 }
 
 /// The message of a panic payload, if it is a string.
+///
+/// ```
+/// use engine_tasks::panic_message;
+///
+/// let payload = std::panic::catch_unwind(|| panic!("shader {} failed", 7)).unwrap_err();
+/// assert_eq!(panic_message(&*payload), Some("shader 7 failed"));
+/// ```
 pub fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
     payload
         .downcast_ref::<&'static str>()

@@ -191,6 +191,24 @@ impl ThreadStats {
 }
 
 /// A lock-free snapshot of the pool's counters ([`crate::PoolHandle::stats`]).
+///
+/// For a debug overlay, per thread:
+///
+/// ```
+/// use engine_tasks::Pool;
+///
+/// let pool = Pool::builder().threads(2).build().unwrap();
+/// pool.parallel_for(0..10_000, 100, |_| {});
+///
+/// let stats = pool.stats();
+/// // The workers, then the guest slot this thread used while it waited.
+/// assert_eq!(stats.threads.len(), pool.threads() + 1);
+/// for (slot, thread) in stats.threads.iter().enumerate() {
+///     let work = thread.total();
+///     println!("slot {slot}: ran {} tasks, stole {}", work.executed, work.stolen_tasks);
+/// }
+/// assert!(stats.threads_started <= 2);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// One entry per worker slot, then one for the guest slot that a thread

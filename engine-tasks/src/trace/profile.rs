@@ -24,6 +24,22 @@ pub struct Zone {
 }
 
 /// Opens a zone named `name` for work of `lane` on the current thread.
+///
+/// ```
+/// use engine_tasks::profile::{zone, ZoneName};
+/// use engine_tasks::{timeline, Lane};
+///
+/// let mix = ZoneName::new("audio_mix"); // once, at start-up
+/// assert_eq!(mix, ZoneName::new("audio_mix"));
+///
+/// timeline::start().unwrap();
+/// for _frame in 0..3 {
+///     let _zone = zone(mix, Lane::Normal);
+///     // Mix this frame's voices; the zone ends at the end of the block.
+/// }
+/// let recorded = timeline::stop().unwrap();
+/// assert_eq!(recorded.count("node").events, 3);
+/// ```
 #[inline]
 pub fn zone(name: ZoneName, lane: Lane) -> Zone {
     Zone {

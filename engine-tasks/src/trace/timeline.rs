@@ -403,6 +403,20 @@ pub fn start() -> Result<(), TimelineError> {
 /// Starts a recording session with room for `capacity` events per thread
 /// (at least 16, at most [`MAX_CAPACITY`]). Fails (and changes nothing) if a
 /// session is already recording or the capacity is over the maximum.
+///
+/// ```
+/// use engine_tasks::timeline::{self, TimelineError, MAX_CAPACITY};
+///
+/// // Room for a short capture of a few frames per thread.
+/// timeline::start_with_capacity(16 * 1024).unwrap();
+/// assert!(timeline::is_recording());
+/// assert_eq!(timeline::start(), Err(TimelineError::AlreadyRecording));
+/// let capture = timeline::stop().unwrap();
+/// assert_eq!(capture.dropped(), 0);
+///
+/// let too_big = timeline::start_with_capacity(MAX_CAPACITY + 1);
+/// assert!(matches!(too_big, Err(TimelineError::CapacityTooLarge { .. })));
+/// ```
 pub fn start_with_capacity(capacity: usize) -> Result<(), TimelineError> {
     if capacity > MAX_CAPACITY {
         return Err(TimelineError::CapacityTooLarge {
@@ -457,6 +471,25 @@ pub fn stop() -> Option<Timeline> {
 }
 
 /// A finished recording.
+///
+/// ```
+/// use engine_tasks::{timeline, Lane, Pool, TaskGraph};
+///
+/// let mut builder = TaskGraph::<()>::builder();
+/// builder.node("physics", Lane::FrameCritical, |_| {});
+/// builder.node("render", Lane::FrameCritical, |_| {}).after(["physics"]);
+/// let mut graph = builder.build().unwrap();
+/// let pool = Pool::builder().threads(1).build().unwrap();
+///
+/// timeline::start().unwrap();
+/// for _ in 0..3 {
+///     graph.run(&pool, &()).unwrap();
+/// }
+/// let recorded = timeline::stop().unwrap();
+/// assert_eq!(recorded.count("frame").events, 3);
+/// assert_eq!(recorded.count("node").events, 6);
+/// assert_eq!(recorded.dropped(), 0);
+/// ```
 pub struct Timeline {
     start_tick: u64,
     nanos_per_tick: f64,
@@ -575,6 +608,22 @@ impl Timeline {
     /// Writes the timeline as Chrome trace-event JSON: a `thread_name`
     /// record per thread, then each thread's events in order, with spans
     /// still open at the end closed at the thread's last event.
+    ///
+    /// ```
+    /// use engine_tasks::{timeline, Lane, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// timeline::start().unwrap();
+    /// pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+    /// let recorded = timeline::stop().unwrap();
+    ///
+    /// // Any `Write`: a `File` to open in Perfetto, or memory to send over.
+    /// let mut json = Vec::new();
+    /// recorded.write_chrome_trace(&mut json).unwrap();
+    /// let json = String::from_utf8(json).unwrap();
+    /// assert!(json.starts_with(r#"{"displayTimeUnit":"ns","traceEvents":["#));
+    /// assert!(json.contains(r#""cat":"task""#));
+    /// ```
     pub fn write_chrome_trace(&self, out: impl Write) -> io::Result<()> {
         let mut out = io::BufWriter::new(out);
         out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;

@@ -111,6 +111,29 @@ struct Inner {
 }
 
 /// Streams assets from a directory; see the module docs.
+///
+/// ```
+/// use engine_tasks::assets::{encode_asset, AssetStreamer};
+/// use engine_tasks::{BlockingPool, Pool};
+///
+/// let root = std::env::temp_dir().join(format!("assets-{}", std::process::id()));
+/// std::fs::create_dir_all(&root).unwrap();
+/// std::fs::write(root.join("crate.mesh"), encode_asset(b"8 vertices")).unwrap();
+///
+/// let pool = Pool::builder().threads(1).build().unwrap();
+/// let blocking = BlockingPool::new();
+/// let streamer = AssetStreamer::new(&root, &pool, &blocking, 2).unwrap();
+/// let id = streamer.request("crate.mesh", 10);
+///
+/// let mut events = Vec::new();
+/// while events.is_empty() {
+///     streamer.drain(&mut events); // at the start of each frame
+///     std::thread::yield_now(); // run the frame
+/// }
+/// let mesh = events.pop().unwrap().unwrap();
+/// assert_eq!((mesh.id, mesh.data.as_slice()), (id, &b"8 vertices"[..]));
+/// std::fs::remove_dir_all(&root).unwrap();
+/// ```
 #[derive(Clone)]
 pub struct AssetStreamer {
     inner: Arc<Inner>,
@@ -189,6 +212,25 @@ impl AssetStreamer {
     /// Requests the asset at `path` (relative to the root). Higher
     /// `priority` is read first. Never fails here: a bad path ends in an
     /// error event like any other failure.
+    ///
+    /// ```
+    /// use engine_tasks::assets::{AssetErrorKind, AssetStreamer};
+    /// use engine_tasks::{BlockingPool, Pool};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let blocking = BlockingPool::new();
+    /// let streamer = AssetStreamer::new(std::env::temp_dir(), &pool, &blocking, 2).unwrap();
+    ///
+    /// // A path from a mod's manifest that tries to leave the asset root.
+    /// let id = streamer.request("../../etc/passwd", 0);
+    /// let mut events = Vec::new();
+    /// while events.is_empty() {
+    ///     streamer.drain(&mut events);
+    /// }
+    /// let error = events.pop().unwrap().unwrap_err();
+    /// assert_eq!(error.id, id);
+    /// assert!(matches!(error.kind, AssetErrorKind::OutsideRoot));
+    /// ```
     pub fn request(&self, path: impl Into<PathBuf>, priority: i32) -> AssetId {
         let path = path.into();
         let inner = &self.inner;
