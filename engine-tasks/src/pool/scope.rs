@@ -8,7 +8,8 @@
 use crate::lane::Lane;
 use crate::pool::registry::Shared;
 use crate::pool::worker::{self, AbortOnUnwind};
-use crate::sync::latch::Latch;
+use crate::sync::latch::{Latch, Waiter};
+use crate::sync::queue::TaskQueue;
 use crate::sync::task::{Header, TaskRef};
 use std::any::Any;
 use std::marker::PhantomData;
@@ -27,6 +28,11 @@ pub struct Scope<'scope, 'env: 'scope> {
     /// have to run such tasks itself.
     lowest_lane: AtomicU8,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Tasks that only the thread that opened the scope runs
+    /// ([`Scope::spawn_on_caller`]), while it waits for the scope.
+    inbox: TaskQueue,
+    /// How to wake that thread when a task lands in `inbox`.
+    caller: Waiter,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -153,6 +159,53 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             self.shared.inject_structured(lane, task);
         }
     }
+
+    /// Spawns a task that runs on the thread that opened the scope, while
+    /// that thread waits for the scope to end: for work bound to one thread
+    /// (a graphics context, a window, data that is not `Send`) that may run
+    /// beside the scope's other tasks. It may be spawned from any task of
+    /// the scope; the opening thread runs such tasks before any other work.
+    ///
+    /// ```
+    /// use engine_tasks::Pool;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// let caller = std::thread::current().id();
+    /// let ran_here = AtomicUsize::new(0);
+    /// pool.scope(|s| {
+    ///     for _ in 0..4 {
+    ///         // Spawned by tasks on any thread, run by this one.
+    ///         s.spawn(|s| {
+    ///             s.spawn_on_caller(|_| {
+    ///                 assert_eq!(std::thread::current().id(), caller);
+    ///                 ran_here.fetch_add(1, Ordering::Relaxed);
+    ///             })
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(ran_here.load(Ordering::Relaxed), 4);
+    /// ```
+    pub fn spawn_on_caller<F>(&'scope self, f: F)
+    where
+        F: FnOnce(&'scope Scope<'scope, 'env>) + Send + 'scope,
+    {
+        let job = Box::new(ScopeJob {
+            header: Header::for_scope(ScopeJob::<F>::run, &self.latch),
+            scope: self,
+            func: f,
+        });
+        let header = NonNull::from(Box::leak(job)).cast::<Header>();
+        // SAFETY: as in `spawn_in`.
+        let task = unsafe { TaskRef::from_raw(header) };
+        // The task's count comes before the task is visible to the caller,
+        // who may run it and count down at once.
+        self.latch.increment();
+        self.inbox.push(task);
+        // After the push: the caller re-checks its inbox before it parks,
+        // and a wake-up given before that park is kept (park.rs).
+        self.caller.clone().wake();
+    }
 }
 
 /// Queues a scope task on this thread. A task spawned while this thread
@@ -186,6 +239,11 @@ where
             lane,
             lowest_lane: AtomicU8::new(lane as u8),
             panic: Mutex::new(None),
+            inbox: TaskQueue::new(),
+            caller: match local {
+                Some(local) => local.slot_waiter(),
+                None => crate::pool::wait::waiter_without_slot(),
+            },
             _scope: PhantomData,
             _env: PhantomData,
         };
@@ -199,8 +257,13 @@ where
         // they have all run.
         let guard = AbortOnUnwind("while scope tasks were queued");
         match local {
-            Some(local) => local.wait_until(&scope.latch, floor),
-            None => crate::pool::wait::wait_without_slot(shared, &scope.latch, floor, None),
+            Some(local) => local.wait_scope(&scope.latch, floor, &scope.inbox, lane),
+            None => crate::pool::wait::wait_without_slot(
+                shared,
+                &scope.latch,
+                floor,
+                Some(&scope.inbox),
+            ),
         }
         drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();

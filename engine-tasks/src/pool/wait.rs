@@ -198,37 +198,79 @@ impl Local<'_> {
     }
 
     pub(super) fn wait_helping(&self, latch: &Latch, floor: impl Fn() -> Lane) {
-        // Depth first: what the waiting task pushed last is most likely what
-        // it waits for, and running it keeps nesting shallow.
-        let newest_first = |floor| match self.take_newest(floor) {
+        self.wait_loop(
+            latch,
+            floor,
+            |floor| self.run_newest(floor),
+            || false,
+            || self.slot_waiter(),
+        );
+    }
+
+    /// Depth first: what the waiting task pushed last is most likely what it
+    /// waits for, and running it keeps nesting shallow. Whether it ran one.
+    fn run_newest(&self, floor: Lane) -> bool {
+        match self.take_newest(floor) {
             Some(found) => {
                 self.run_found(found);
                 true
             }
             None => false,
-        };
-        self.wait_loop(latch, floor, newest_first, || false, || self.slot_waiter());
+        }
     }
 
-    /// Block-on-complete for a frame: like [`Local::wait_until`], and also
-    /// runs the tasks that only this thread may run (`inbox`), first. Whoever
-    /// pushes to the inbox unparks this slot afterwards.
-    pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
-        let _span = instrument::wait();
-        let pinned_first = |_| match inbox.try_lock().and_then(|mut consumer| consumer.pop()) {
+    /// Runs the next task of `inbox` (tasks only this thread may run) as a
+    /// task of `lane`. Whether it ran one.
+    fn run_from_inbox(&self, inbox: &TaskQueue, lane: Lane) -> bool {
+        if inbox.is_empty() {
+            return false;
+        }
+        match inbox.try_lock().and_then(|mut consumer| consumer.pop()) {
             Some(task) => {
                 // Found work: hand the search on first, as `run_found` does,
-                // so pushes during a long pinned node still wake threads.
-                self.hand_on_search(Lane::FrameCritical);
-                self.run_task(task, Lane::FrameCritical);
+                // so pushes during a long inbox task still wake threads.
+                self.hand_on_search(lane);
+                self.run_task(task, lane);
                 true
             }
             None => false,
-        };
+        }
+    }
+
+    /// Block-on-complete for a frame: like [`Local::wait_until`], and also
+    /// runs the tasks that only this thread may run (`inbox`: the frame's
+    /// pinned nodes), first. Whoever pushes to the inbox unparks this slot
+    /// afterwards.
+    pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
+        let _span = instrument::wait();
         self.wait_loop(
             latch,
             || floor,
-            pinned_first,
+            |_| self.run_from_inbox(inbox, Lane::FrameCritical),
+            || !inbox.is_empty(),
+            || self.slot_waiter(),
+        );
+    }
+
+    /// Block-on-complete for a scope: like [`Local::wait_until`], and first
+    /// runs the tasks spawned for this thread (`inbox`,
+    /// `Scope::spawn_on_caller`) as tasks of `inbox_lane`. Whoever pushes to
+    /// the inbox unparks this slot afterwards.
+    pub(crate) fn wait_scope(
+        &self,
+        latch: &Latch,
+        floor: impl Fn() -> Lane,
+        inbox: &TaskQueue,
+        inbox_lane: Lane,
+    ) {
+        if latch.is_set() {
+            return;
+        }
+        let _span = instrument::wait();
+        self.wait_loop(
+            latch,
+            floor,
+            |floor| self.run_from_inbox(inbox, inbox_lane) || self.run_newest(floor),
             || !inbox.is_empty(),
             || self.slot_waiter(),
         );

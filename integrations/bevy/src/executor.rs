@@ -5,9 +5,16 @@
 //! body spawns every ready system that may run now, and each finishing task
 //! marks itself complete and spawns the systems it unblocked. The scope
 //! waits with block-on-complete, so the calling thread runs systems too.
-//! When the scope drains, only main-thread systems (exclusive, non-`Send`,
-//! `ApplyDeferred`) can be ready: the calling thread runs the first of them
+//! Non-`Send` systems are scope tasks that only the calling thread (the
+//! world's) runs (`Scope::spawn_on_caller`), beside the systems they do not
+//! conflict with. When the scope drains, only exclusive systems and
+//! `ApplyDeferred` can be ready: the calling thread runs the first of them
 //! with nothing else running, then the next phase starts.
+//!
+//! What the executor knows of the schedule (dependencies, run conditions,
+//! lanes) comes from its build pass at every build (`pass.rs`), and is
+//! turned into a plan on the first run after the build (`plan.rs`): a
+//! schedule may change between runs, as bevy's own executors allow.
 //!
 //! Scheduling decisions follow bevy's multi-threaded executor: dependency
 //! counts, access conflicts (including those of run conditions), set
@@ -21,12 +28,11 @@
 //! frame-critical system measured under `INLINE_BELOW_NS` (within a budget),
 //! instead of queueing them. Everything else is spawned into its lane.
 
+use crate::condition::ConditionCell;
+use crate::pass::SnapshotSlot;
 use crate::plan::Plan;
-use bevy_ecs::change_detection::CheckChangeTicks;
 use bevy_ecs::error::{BevyError, ErrorContext, ErrorHandler};
-use bevy_ecs::schedule::{
-    ConditionWithAccess, FixedBitSet, SystemExecutor, SystemSchedule, SystemWithAccess,
-};
+use bevy_ecs::schedule::{FixedBitSet, SystemExecutor, SystemSchedule, SystemWithAccess};
 use bevy_ecs::system::{RunSystemError, System};
 use bevy_ecs::world::unsafe_world_cell::UnsafeWorldCell;
 use bevy_ecs::world::World;
@@ -40,24 +46,16 @@ use std::time::Instant;
 
 type Payload = Box<dyn Any + Send>;
 
-const CHANGED: &str = "engine-tasks-bevy: the schedule was changed (rebuilt) after `install`, \
-     which is not supported: build the schedule completely, then install";
-
-/// Where [`install`](crate::install) hands the plan to the executor it
-/// already moved into the schedule.
-pub(crate) type PlanSlot = Arc<Mutex<Option<Plan>>>;
-
-/// The latest `CheckChangeTicks` the world triggered, forwarded by an
-/// observer to the run conditions the executor holds (bevy only checks the
-/// ticks of conditions it holds itself).
-pub(crate) type TickSlot = Arc<Mutex<Option<CheckChangeTicks>>>;
+const NO_BUILD: &str = "engine-tasks-bevy: the schedule was built without the executor's \
+     build pass (was it removed?); install the executor again";
 
 /// Runs a bevy schedule on an engine-tasks pool; created by
 /// [`install`](crate::install).
 pub struct PoolExecutor {
     pool: PoolHandle,
-    slot: PlanSlot,
-    ticks: TickSlot,
+    /// Where the build pass leaves what each build recorded (`pass.rs`).
+    slot: SnapshotSlot,
+    /// The plan of the current build; made on the first run after it.
     plan: Option<Plan>,
     state: Mutex<State>,
     apply_final_deferred: bool,
@@ -73,8 +71,6 @@ struct State {
     skipped: FixedBitSet,
     unapplied: FixedBitSet,
     evaluated_sets: FixedBitSet,
-    system_conditions: Vec<Vec<ConditionWithAccess>>,
-    set_conditions: Vec<Vec<ConditionWithAccess>>,
     panic: Option<Payload>,
 }
 
@@ -149,26 +145,26 @@ impl Batch {
 }
 
 impl PoolExecutor {
-    pub(crate) fn new(pool: PoolHandle, slot: PlanSlot, ticks: TickSlot) -> Self {
+    pub(crate) fn new(pool: PoolHandle, slot: SnapshotSlot, apply_final_deferred: bool) -> Self {
         PoolExecutor {
             pool,
             slot,
-            ticks,
             plan: None,
             state: Mutex::new(State::default()),
-            apply_final_deferred: true,
+            apply_final_deferred,
         }
     }
 
-    fn take_plan(&mut self) {
-        let Some(mut plan) = self
+    /// Makes the plan of the latest build, for `systems` (bevy's executable
+    /// schedule), and sizes the run state for it.
+    fn make_plan(&mut self, systems: &[SystemWithAccess]) {
+        let snapshot = self
             .slot
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
-        else {
-            return;
-        };
+            .expect(NO_BUILD);
+        let plan = Plan::new(snapshot, systems);
         let n = plan.len;
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         *state = State {
@@ -179,8 +175,6 @@ impl PoolExecutor {
             skipped: FixedBitSet::with_capacity(n),
             unapplied: FixedBitSet::with_capacity(n),
             evaluated_sets: FixedBitSet::with_capacity(plan.set_conditions.len()),
-            system_conditions: std::mem::take(&mut plan.system_conditions),
-            set_conditions: std::mem::take(&mut plan.set_conditions),
             ..State::default()
         };
         self.plan = Some(plan);
@@ -189,6 +183,7 @@ impl PoolExecutor {
 
 impl SystemExecutor for PoolExecutor {
     fn init(&mut self, _schedule: &SystemSchedule) {
+        // Built or rebuilt: the next run makes the plan of the new build.
         self.plan = None;
     }
 
@@ -199,43 +194,18 @@ impl SystemExecutor for PoolExecutor {
         skip_systems: Option<&FixedBitSet>,
         error_handler: ErrorHandler,
     ) {
-        self.take_plan();
         // SAFETY: the systems are only run and have their buffers applied
         // through `System` methods; the vector itself is never modified.
         let systems = unsafe { schedule.systems_mut() };
-        let plan = self.plan.as_ref().expect(CHANGED);
-        assert_eq!(plan.len, systems.len(), "{CHANGED}");
+        if self.plan.is_none() {
+            self.make_plan(systems);
+        }
+        let plan = self.plan.as_ref().expect("made above");
         if systems.is_empty() {
             return;
         }
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let check = self
-            .ticks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(check) = check {
-            let sets = state.set_conditions.iter_mut();
-            for conditions in state.system_conditions.iter_mut().chain(sets) {
-                for c in conditions {
-                    c.condition.check_change_tick(check);
-                }
-            }
-        }
-        // Reset everything, in case a previous run unwound half-way.
-        state.remaining.clone_from(&plan.dependency_count);
-        state.ready.clone_from(&plan.starting);
-        state.running.clear();
-        state.completed.clear();
-        state.skipped.clear();
-        state.evaluated_sets.clear();
-        if let Some(skip) = skip_systems {
-            state.completed.union_with(skip);
-            for i in skip.ones() {
-                state.ready.remove(i);
-                signal_dependents(plan, state, i);
-            }
-        }
+        state.reset(plan, skip_systems);
         let ctx = Ctx {
             plan,
             state: &self.state,
@@ -247,9 +217,17 @@ impl SystemExecutor for PoolExecutor {
             self.pool.scope(|scope| {
                 let mut inline = Batch::new();
                 let mut spawn = Batch::new();
-                ctx.start_ready(&mut lock(ctx.state), scope, &mut inline, &mut spawn);
+                let on_caller =
+                    ctx.start_ready(&mut lock(ctx.state), scope, &mut inline, &mut spawn);
                 ctx.spawn(&spawn, scope);
-                ctx.run_inline(inline, scope);
+                if on_caller {
+                    // This thread has non-`Send` systems to run as soon as
+                    // the body returns: the others go to the pool, to run
+                    // beside them.
+                    ctx.spawn(&inline, scope);
+                } else {
+                    ctx.run_inline(inline, scope);
+                }
             });
             let mut st = lock(ctx.state);
             let first = {
@@ -290,6 +268,26 @@ impl SystemExecutor for PoolExecutor {
     }
 }
 
+impl State {
+    /// Ready for a run: everything reset, in case a previous run unwound
+    /// half-way, and the systems in `skip` counted as done.
+    fn reset(&mut self, plan: &Plan, skip: Option<&FixedBitSet>) {
+        self.remaining.clone_from(&plan.dependency_count);
+        self.ready.clone_from(&plan.starting);
+        self.running.clear();
+        self.completed.clear();
+        self.skipped.clear();
+        self.evaluated_sets.clear();
+        if let Some(skip) = skip {
+            self.completed.union_with(skip);
+            for i in skip.ones() {
+                self.ready.remove(i);
+                signal_dependents(plan, self, i);
+            }
+        }
+    }
+}
+
 fn signal_dependents(plan: &Plan, st: &mut State, i: usize) {
     for &d in &plan.dependents[i] {
         st.remaining[d] -= 1;
@@ -310,8 +308,9 @@ impl<'a> Ctx<'a> {
             && (st.skipped.contains(i) || self.plan.conflicts[i].is_disjoint(&st.running))
     }
 
-    /// Marks running every ready `Send` system whose access allows it to run
-    /// now. The caller runs `inline` itself: among frame-critical systems,
+    /// Marks running every ready system whose access allows it to run now:
+    /// non-`Send` ones as tasks of the calling thread (returns whether there
+    /// were any), the others as below. The caller runs `inline` itself: among frame-critical systems,
     /// the first one if it has nothing queued, and cheap ones within the
     /// budget. The others (and every system of another lane) go to `spawn`
     /// for [`spawn`](Self::spawn) once the lock is released (or are spawned
@@ -322,7 +321,8 @@ impl<'a> Ctx<'a> {
         scope: &'s Scope<'s, 'a>,
         inline: &mut Batch,
         spawn: &mut Batch,
-    ) {
+    ) -> bool {
+        let mut on_caller = false;
         let mut ready = std::mem::take(&mut st.scratch);
         let mut again = true;
         while again {
@@ -345,6 +345,12 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 st.running.insert(i);
+                if self.plan.non_send.contains(i) {
+                    // The world's thread runs it, beside the other systems.
+                    scope.spawn_on_caller(move |scope| self.run_task(i, scope));
+                    on_caller = true;
+                    continue;
+                }
                 let cost = self.plan.cost_ns[i].load(Relaxed);
                 let cheap = cost < INLINE_BELOW_NS
                     && inline.cost_ns.saturating_add(cost) < INLINE_BUDGET_NS;
@@ -357,6 +363,7 @@ impl<'a> Ctx<'a> {
             }
         }
         st.scratch = ready;
+        on_caller
     }
 
     fn spawn<'s>(&'a self, batch: &Batch, scope: &'s Scope<'s, 'a>) {
@@ -471,7 +478,7 @@ impl<'a> Ctx<'a> {
             // SAFETY: upheld by the caller.
             let met = unsafe {
                 evaluate(
-                    &mut st.set_conditions[set],
+                    &self.plan.set_conditions[set],
                     self.world,
                     self.error_handler,
                     system,
@@ -488,7 +495,7 @@ impl<'a> Ctx<'a> {
         // SAFETY: upheld by the caller.
         let met = unsafe {
             evaluate(
-                &mut st.system_conditions[i],
+                &self.plan.system_conditions[i],
                 self.world,
                 self.error_handler,
                 system,
@@ -510,7 +517,7 @@ impl<'a> Ctx<'a> {
 /// # Safety
 /// `world` must allow reading everything the conditions read.
 unsafe fn evaluate(
-    conditions: &mut [ConditionWithAccess],
+    conditions: &[Arc<ConditionCell>],
     world: UnsafeWorldCell,
     error_handler: ErrorHandler,
     for_system: &SystemWithAccess,
@@ -518,7 +525,8 @@ unsafe fn evaluate(
     panic: &mut Option<Payload>,
 ) -> bool {
     let mut all = true;
-    for ConditionWithAccess { condition, .. } in conditions {
+    for cell in conditions {
+        let mut condition = cell.lock();
         // SAFETY: upheld by the caller.
         let result = catch_unwind(AssertUnwindSafe(|| unsafe {
             condition.run_unsafe((), world)

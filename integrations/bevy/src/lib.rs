@@ -19,39 +19,46 @@
 //! Systems run as scope tasks in [`Lane::FrameCritical`] unless a set or
 //! system is given another lane with [`Installer::lane`]. The thread that
 //! calls `Schedule::run` joins with block-on-complete (it runs systems while
-//! it waits) and runs exclusive, non-`Send` and `ApplyDeferred` systems
-//! itself. With the `tracy` feature every system run is a Tracy zone named
-//! after the system (the feature turns on bevy_ecs's `debug` feature, without
-//! which bevy does not keep system names); without it, the zone is a span of
-//! the engine-tasks timeline recorder.
+//! it waits), runs exclusive systems and `ApplyDeferred` with nothing else
+//! running, and runs non-`Send` systems beside the systems they do not
+//! conflict with. With the `tracy` feature every system run is a Tracy zone
+//! named after the system (the feature turns on bevy_ecs's `debug` feature,
+//! without which bevy does not keep system names); without it, the zone is
+//! a span of the engine-tasks timeline recorder.
 //!
-//! Install after adding every system and before the schedule's first run:
-//! bevy's run conditions and dependency counts are private to its built
-//! schedule, so [`install`] collects them from the `ScheduleGraph` before and
-//! after building it ([`InstallError::AlreadyBuilt`] otherwise). A schedule
-//! changed after `install` (systems or sets added) panics on its next run.
+//! Install any time: before the first run, or after it. The executor
+//! follows every rebuild of the schedule, as bevy's executors do: systems
+//! added or removed (also by `remove_systems_in_set`), sets reconfigured,
+//! conditions added. It learns each build through a build pass that
+//! [`install`] adds to the schedule, which sees bevy's flattened graph
+//! (every set collapsed, empty ones too, and bevy's automatic sync points)
+//! and shares each run condition between bevy's schedule and the executor
+//! (bevy keeps a built schedule's conditions private). If the executor is
+//! swapped for one of bevy's, the conditions still run there. Install again
+//! after swapping back.
 //!
-//! Differences from bevy's multi-threaded executor, all on the safe side:
-//! non-`Send` systems run on the calling thread with no other system running
-//! (bevy lets them overlap with non-conflicting `Send` systems); weak
-//! orderings (`chain_weak`, `before_weak`) are kept as strict orderings, since
-//! which of them bevy resolved away is not public; the stand-in condition
-//! left in the graph for each conditioned system or set is never evaluated.
-//! `install` adds one observer entity to the world, which forwards
-//! `CheckChangeTicks` to the run conditions the executor holds.
+//! One difference from bevy's multi-threaded executor, on the safe side:
+//! weak orderings (`chain_weak`, `before_weak`) are kept as strict ones.
+//! bevy drops a weak ordering between systems that do not conflict after
+//! the build passes ran, and which orderings are weak is private to it; so
+//! two non-conflicting systems chained weakly run one after the other here,
+//! where bevy may run them at once. `install` replaces the schedule's
+//! executor, so `set_apply_final_deferred` on the executor it replaces is
+//! not carried over: give it to [`Installer::apply_final_deferred`], or call
+//! it after installing.
 
+mod condition;
 mod executor;
+mod pass;
 mod plan;
 
-use bevy_ecs::change_detection::CheckChangeTicks;
-use bevy_ecs::observer::On;
 use bevy_ecs::schedule::{
     InternedSystemSet, IntoSystemSet, Schedule, ScheduleBuildError, SystemSet,
 };
 use bevy_ecs::world::World;
 use engine_tasks::{Lane, PoolHandle};
+use pass::{PoolPass, SnapshotSlot};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
 
 pub use executor::PoolExecutor;
 
@@ -76,6 +83,7 @@ pub fn install(
 pub struct Installer {
     pool: PoolHandle,
     lanes: Vec<(InternedSystemSet, Lane)>,
+    apply_final_deferred: bool,
 }
 
 impl Installer {
@@ -84,6 +92,7 @@ impl Installer {
         Installer {
             pool,
             lanes: Vec::new(),
+            apply_final_deferred: true,
         }
     }
 
@@ -94,28 +103,31 @@ impl Installer {
         self
     }
 
-    /// Installs the executor on `schedule` and builds it for `world`.
+    /// Whether the executor applies the systems' deferred buffers
+    /// (`Commands`) at the end of every run, as bevy's
+    /// `Schedule::set_apply_final_deferred` says. Default: `true`.
+    pub fn apply_final_deferred(mut self, apply: bool) -> Self {
+        self.apply_final_deferred = apply;
+        self
+    }
+
+    /// Installs the executor on `schedule` and builds it for `world`. A
+    /// schedule that was already built or run is rebuilt; an executor
+    /// installed before is replaced.
     pub fn install(self, schedule: &mut Schedule, world: &mut World) -> Result<(), InstallError> {
-        if schedule.systems_with_access().is_ok() {
-            return Err(InstallError::AlreadyBuilt);
-        }
-        let taken = plan::take_conditions(schedule, world);
-        let slot = Arc::new(Mutex::new(None));
-        let ticks: executor::TickSlot = Arc::new(Mutex::new(None));
-        let observed = ticks.clone();
-        world.add_observer(move |check: On<CheckChangeTicks>| {
-            *observed.lock().unwrap_or_else(PoisonError::into_inner) = Some(*check);
+        let slot = SnapshotSlot::default();
+        schedule.add_build_pass(PoolPass {
+            slot: slot.clone(),
+            lanes: self.lanes,
         });
-        schedule.set_executor(PoolExecutor::new(self.pool, slot.clone(), ticks));
-        // Marks the graph changed, so the build runs and reports the edges
-        // its passes added.
+        schedule.set_executor(PoolExecutor::new(
+            self.pool,
+            slot,
+            self.apply_final_deferred,
+        ));
+        // Marks the graph changed, so that the build runs the new pass.
         schedule.configure_sets(Installed);
-        let metadata = schedule
-            .initialize(world)
-            .map_err(InstallError::Build)?
-            .expect("a changed schedule is rebuilt");
-        let built = plan::build(schedule, &metadata, taken, &self.lanes);
-        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(built);
+        schedule.initialize(world).map_err(InstallError::Build)?;
         Ok(())
     }
 }
@@ -126,20 +138,17 @@ struct Installed;
 
 /// Why [`install`] failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum InstallError {
-    /// The schedule had already been built (run or initialized): its run
-    /// conditions are inside bevy's private executable schedule.
-    AlreadyBuilt,
-    /// bevy could not build the schedule (cycles, ambiguities set to error).
+    /// bevy could not build the schedule (cycles, ambiguities set to
+    /// error). The executor stays installed, and the next build (after the
+    /// schedule is fixed) uses it.
     Build(ScheduleBuildError),
 }
 
 impl fmt::Display for InstallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            InstallError::AlreadyBuilt => {
-                f.write_str("install the executor before the schedule's first run")
-            }
             InstallError::Build(e) => write!(f, "schedule build failed: {e}"),
         }
     }

@@ -1,32 +1,23 @@
-//! The executor's view of a built schedule, derived through bevy's public API.
+//! The executor's view of a built schedule: what the build pass recorded
+//! (`pass.rs`, keyed by `SystemKey`), matched to the systems of bevy's
+//! executable schedule (indexed in its order) by the address of each boxed
+//! system.
 //!
-//! bevy keeps the dependency counts and run conditions of a built schedule in
-//! private fields of `SystemSchedule`, so [`install`](crate::install) collects
-//! them itself: it takes the run conditions out of the `ScheduleGraph` before
-//! the build (leaving an always-true stand-in so bevy's build passes still
-//! see "has conditions"), builds the schedule, then flattens
-//! `graph().dependency()` through `graph().hierarchy()` (plus the edges the
-//! build passes added) into system-to-system edges indexed like
-//! `Schedule::systems_with_access()`.
+//! A system the pass did not see (one a build pass registered after this
+//! executor's added) cannot be placed in the graph; then the plan runs every
+//! system one after the other in bevy's order, which keeps every ordering
+//! bevy built.
 
-use bevy_ecs::schedule::{
-    ApplyDeferred, ConditionWithAccess, FixedBitSet, InternedSystemSet, NodeId, Schedule,
-    ScheduleBuildMetadata, SystemKey, SystemSetKey,
-};
-use bevy_ecs::system::{IntoSystem, SystemAccess};
-use bevy_ecs::world::World;
+use crate::condition::ConditionCell;
+use crate::pass::{address, Snapshot};
+use bevy_ecs::schedule::{ApplyDeferred, FixedBitSet, SystemKey, SystemWithAccess};
+use bevy_ecs::system::SystemAccess;
 use engine_tasks::profile::ZoneName;
 use engine_tasks::Lane;
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-
-/// Run conditions taken out of the schedule graph before the build.
-#[derive(Default)]
-pub(crate) struct TakenConditions {
-    pub(crate) systems: HashMap<SystemKey, Vec<ConditionWithAccess>>,
-    pub(crate) sets: HashMap<SystemSetKey, Vec<ConditionWithAccess>>,
-}
+use std::sync::Arc;
 
 /// Everything the executor needs per system, indexed in executable order.
 pub(crate) struct Plan {
@@ -34,8 +25,12 @@ pub(crate) struct Plan {
     pub(crate) dependency_count: Vec<usize>,
     pub(crate) dependents: Vec<Vec<usize>>,
     pub(crate) starting: FixedBitSet,
-    /// Exclusive or non-`Send`: runs on the thread that called `run`.
+    /// Exclusive systems and `ApplyDeferred`: run on the thread that called
+    /// `run`, with no other system running.
     pub(crate) main_thread: FixedBitSet,
+    /// Non-`Send` systems: run on the thread that called `run`, beside any
+    /// system they do not conflict with.
+    pub(crate) non_send: FixedBitSet,
     pub(crate) exclusive: Vec<bool>,
     pub(crate) apply_deferred: Vec<bool>,
     pub(crate) conflicts: Vec<FixedBitSet>,
@@ -49,157 +44,170 @@ pub(crate) struct Plan {
     pub(crate) zones: Vec<ZoneName>,
     /// Estimated run time of each system in ns (`u64::MAX` until measured).
     pub(crate) cost_ns: Vec<AtomicU64>,
-    pub(crate) system_conditions: Vec<Vec<ConditionWithAccess>>,
-    pub(crate) set_conditions: Vec<Vec<ConditionWithAccess>>,
+    pub(crate) system_conditions: Vec<Vec<Arc<ConditionCell>>>,
+    pub(crate) set_conditions: Vec<Vec<Arc<ConditionCell>>>,
 }
 
-/// The always-true condition left in bevy's graph where real conditions were
-/// taken out. bevy never evaluates it (this crate's executor runs the
-/// schedule); it only keeps the build passes seeing "has conditions", which
-/// decides where they insert `ApplyDeferred` sync points.
-fn stand_in_condition(world: &mut World) -> ConditionWithAccess {
-    let mut condition = ConditionWithAccess::new(Box::new(IntoSystem::into_system(|| true)));
-    condition.access = condition.condition.initialize(world);
-    condition
-}
-
-/// Initializes the graph and moves every non-empty condition list out of it.
-pub(crate) fn take_conditions(schedule: &mut Schedule, world: &mut World) -> TakenConditions {
-    let graph = schedule.graph_mut();
-    graph.initialize(world);
-    let mut taken = TakenConditions::default();
-    let system_keys: Vec<SystemKey> = graph
-        .systems
-        .iter()
-        .filter(|(_, _, c)| !c.is_empty())
-        .map(|(k, _, _)| k)
-        .collect();
-    for key in system_keys {
-        if let Some(conditions) = graph.systems.get_conditions_mut(key) {
-            let real = std::mem::replace(conditions, vec![stand_in_condition(world)]);
-            taken.systems.insert(key, real);
+impl Plan {
+    /// The plan of the schedule whose systems are `systems` (bevy's
+    /// executable order), built as `snapshot` recorded.
+    pub(crate) fn new(snapshot: Snapshot, systems: &[SystemWithAccess]) -> Plan {
+        let len = systems.len();
+        let keys = match_keys(&snapshot, systems);
+        let index: HashMap<SystemKey, usize> = keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, key)| Some(((*key)?, i)))
+            .collect();
+        let dependents = if keys.iter().all(Option::is_some) {
+            dependents_of(&snapshot.edges, &index, len)
+        } else {
+            // One after the other, in bevy's order (module docs).
+            (0..len).map(|i| (i + 1..len).take(1).collect()).collect()
+        };
+        let mut dependency_count = vec![0; len];
+        for list in &dependents {
+            for &d in list {
+                dependency_count[d] += 1;
+            }
+        }
+        let mut starting = FixedBitSet::with_capacity(len);
+        for (i, &count) in dependency_count.iter().enumerate() {
+            starting.set(i, count == 0);
+        }
+        let at = |key: &SystemKey| index.get(key).copied();
+        let mut system_conditions = vec![Vec::new(); len];
+        let mut lanes = vec![Lane::FrameCritical; len];
+        for (i, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            if let Some(cells) = snapshot.system_conditions.get(key) {
+                system_conditions[i].clone_from(cells);
+            }
+            if let Some(&lane) = snapshot.lanes.get(key) {
+                lanes[i] = lane;
+            }
+        }
+        let mut set_conditions = Vec::new();
+        let mut set_members = Vec::new();
+        let mut sets_of_system = vec![FixedBitSet::with_capacity(0); len];
+        for (cells, members) in snapshot.set_conditions {
+            let mut in_set = FixedBitSet::with_capacity(len);
+            for i in members.iter().filter_map(at) {
+                in_set.insert(i);
+                sets_of_system[i].grow_and_insert(set_conditions.len());
+            }
+            set_members.push(in_set);
+            set_conditions.push(cells);
+        }
+        let accesses: Vec<&SystemAccess> = systems.iter().map(SystemWithAccess::access).collect();
+        let (conflicts, condition_conflicts) = conflicts_of(&accesses, &system_conditions);
+        let set_condition_conflicts = set_conditions
+            .iter()
+            .map(|cells| conflicts_with(&accesses, cells))
+            .collect();
+        let kinds = Kinds::of(systems);
+        Plan {
+            len,
+            dependency_count,
+            dependents,
+            starting,
+            main_thread: kinds.main_thread,
+            non_send: kinds.non_send,
+            exclusive: kinds.exclusive,
+            apply_deferred: kinds.apply_deferred,
+            conflicts,
+            condition_conflicts,
+            set_condition_conflicts,
+            sets_of_system,
+            set_members,
+            lanes,
+            zones: kinds.zones,
+            cost_ns: (0..len).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            system_conditions,
+            set_conditions,
         }
     }
-    let set_keys: Vec<SystemSetKey> = graph
-        .system_sets
-        .iter()
-        .filter(|(_, _, c)| !c.is_empty())
-        .map(|(k, _, _)| k)
-        .collect();
-    for key in set_keys {
-        if let Some(conditions) = graph.system_sets.get_conditions_mut(key) {
-            let real = std::mem::replace(conditions, vec![stand_in_condition(world)]);
-            taken.sets.insert(key, real);
-        }
-    }
-    taken
 }
 
-/// Systems (as executable indices) contained directly or transitively in `node`.
-fn members(
-    schedule: &Schedule,
-    node: NodeId,
+/// Where each system must run, and its profiler zone.
+struct Kinds {
+    main_thread: FixedBitSet,
+    non_send: FixedBitSet,
+    exclusive: Vec<bool>,
+    apply_deferred: Vec<bool>,
+    zones: Vec<ZoneName>,
+}
+
+impl Kinds {
+    fn of(systems: &[SystemWithAccess]) -> Kinds {
+        let len = systems.len();
+        let mut kinds = Kinds {
+            main_thread: FixedBitSet::with_capacity(len),
+            non_send: FixedBitSet::with_capacity(len),
+            exclusive: Vec::with_capacity(len),
+            apply_deferred: Vec::with_capacity(len),
+            zones: Vec::with_capacity(len),
+        };
+        for (i, s) in systems.iter().enumerate() {
+            let is_exclusive = s.access().is_exclusive();
+            let is_apply_deferred = s.system().system_type() == TypeId::of::<ApplyDeferred>();
+            kinds.main_thread.set(i, is_exclusive || is_apply_deferred);
+            let non_send = !is_exclusive && !is_apply_deferred && !s.system().is_send();
+            kinds.non_send.set(i, non_send);
+            kinds.exclusive.push(is_exclusive);
+            kinds.apply_deferred.push(is_apply_deferred);
+            kinds
+                .zones
+                .push(ZoneName::new(&s.system().name().to_string()));
+        }
+        kinds
+    }
+}
+
+/// The key of each executable system, found by the address and type of its
+/// boxed system. Systems of a zero-sized type share an address (every
+/// `ApplyDeferred` does); such systems of one type do the same thing, so
+/// they are matched in any order: each takes the place, in the graph, of
+/// one of the recorded keys, and the graph stays the same.
+fn match_keys(snapshot: &Snapshot, systems: &[SystemWithAccess]) -> Vec<Option<SystemKey>> {
+    let mut by_address: HashMap<(usize, TypeId), Vec<SystemKey>> = HashMap::new();
+    for &(key, address, kind) in snapshot.systems.iter().rev() {
+        by_address.entry((address, kind)).or_default().push(key);
+    }
+    systems
+        .iter()
+        .map(|s| {
+            let system = s.system();
+            by_address
+                .get_mut(&(address(&**system), system.system_type()))
+                .and_then(Vec::pop)
+        })
+        .collect()
+}
+
+/// Each system's dependents (executable indices) from the recorded edges.
+fn dependents_of(
+    edges: &[(SystemKey, SystemKey)],
     index: &HashMap<SystemKey, usize>,
-    out: &mut FixedBitSet,
-) {
-    match node {
-        NodeId::System(key) => {
-            if let Some(&i) = index.get(&key) {
-                out.insert(i);
-            }
-        }
-        NodeId::Set(_) => {
-            for child in schedule.graph().hierarchy().graph().neighbors(node) {
-                members(schedule, child, index, out);
-            }
-        }
-    }
-}
-
-/// Builds the plan of a schedule that was just built by `Schedule::initialize`.
-pub(crate) fn build(
-    schedule: &Schedule,
-    metadata: &ScheduleBuildMetadata,
-    mut taken: TakenConditions,
-    lanes: &[(InternedSystemSet, Lane)],
-) -> Plan {
-    let systems: Vec<(SystemKey, _)> = schedule
-        .systems_with_access()
-        .expect("schedule was initialized by install")
-        .collect();
-    let len = systems.len();
-    let index: HashMap<SystemKey, usize> = systems
-        .iter()
-        .enumerate()
-        .map(|(i, (k, _))| (*k, i))
-        .collect();
-
-    let mut expansion: HashMap<NodeId, FixedBitSet> = HashMap::new();
-    let mut expand = |node: NodeId| -> FixedBitSet {
-        expansion
-            .entry(node)
-            .or_insert_with(|| {
-                let mut set = FixedBitSet::with_capacity(len);
-                members(schedule, node, &index, &mut set);
-                set
-            })
-            .clone()
-    };
-
+    len: usize,
+) -> Vec<Vec<usize>> {
     let mut after = vec![FixedBitSet::with_capacity(len); len];
-    for (from, to) in schedule.graph().dependency().graph().all_edges() {
-        let targets = expand(to);
-        for x in expand(from).ones() {
-            after[x].union_with(&targets);
-        }
-    }
-    for (from, to) in &metadata.edges_added_by_build_passes {
-        if let (Some(&x), Some(&y)) = (index.get(from), index.get(to)) {
+    for (before, later) in edges {
+        if let (Some(&x), Some(&y)) = (index.get(before), index.get(later)) {
             after[x].insert(y);
         }
     }
-    let dependents: Vec<Vec<usize>> = after.iter().map(|s| s.ones().collect()).collect();
-    let mut dependency_count = vec![0; len];
-    for list in &dependents {
-        for &d in list {
-            dependency_count[d] += 1;
-        }
-    }
-    let mut starting = FixedBitSet::with_capacity(len);
-    for (i, &c) in dependency_count.iter().enumerate() {
-        starting.set(i, c == 0);
-    }
+    after.iter().map(|s| s.ones().collect()).collect()
+}
 
-    let mut system_lanes = vec![Lane::FrameCritical; len];
-    for (set, lane) in lanes {
-        if let Some(key) = schedule.graph().system_sets.get_key(*set) {
-            for i in expand(NodeId::Set(key)).ones() {
-                system_lanes[i] = *lane;
-            }
-        }
-    }
-
-    let mut set_conditions = Vec::new();
-    let mut set_members = Vec::new();
-    let mut sets_of_system = vec![FixedBitSet::with_capacity(len); len];
-    let mut set_keys: Vec<SystemSetKey> = taken.sets.keys().copied().collect();
-    set_keys.sort();
-    for key in set_keys {
-        let m = expand(NodeId::Set(key));
-        for i in m.ones() {
-            sets_of_system[i].grow_and_insert(set_conditions.len());
-        }
-        set_members.push(m);
-        set_conditions.push(taken.sets.remove(&key).unwrap_or_default());
-    }
-    let system_conditions: Vec<Vec<ConditionWithAccess>> = systems
-        .iter()
-        .map(|(k, _)| taken.systems.remove(k).unwrap_or_default())
-        .collect();
-
-    let accesses: Vec<&SystemAccess> = systems.iter().map(|(_, s)| s.access()).collect();
+/// Which systems conflict with each system, and with each system's run
+/// conditions.
+fn conflicts_of(
+    accesses: &[&SystemAccess],
+    system_conditions: &[Vec<Arc<ConditionCell>>],
+) -> (Vec<FixedBitSet>, Vec<FixedBitSet>) {
+    let len = accesses.len();
     let mut conflicts = vec![FixedBitSet::with_capacity(len); len];
-    let mut condition_conflicts = vec![FixedBitSet::with_capacity(len); len];
     for a in 0..len {
         for b in 0..a {
             if !accesses[a].is_compatible(accesses[b]) {
@@ -207,57 +215,21 @@ pub(crate) fn build(
                 conflicts[b].insert(a);
             }
         }
-        for (b, access) in accesses.iter().enumerate() {
-            if system_conditions[a]
-                .iter()
-                .any(|c| !access.is_compatible(&c.access))
-            {
-                condition_conflicts[a].insert(b);
-            }
+    }
+    let condition_conflicts = system_conditions
+        .iter()
+        .map(|cells| conflicts_with(accesses, cells))
+        .collect();
+    (conflicts, condition_conflicts)
+}
+
+/// The systems whose access conflicts with any of `cells`.
+fn conflicts_with(accesses: &[&SystemAccess], cells: &[Arc<ConditionCell>]) -> FixedBitSet {
+    let mut set = FixedBitSet::with_capacity(accesses.len());
+    for (b, access) in accesses.iter().enumerate() {
+        if cells.iter().any(|c| !access.is_compatible(&c.access)) {
+            set.insert(b);
         }
     }
-    let set_condition_conflicts = set_conditions
-        .iter()
-        .map(|conds| {
-            let mut set = FixedBitSet::with_capacity(len);
-            for (b, access) in accesses.iter().enumerate() {
-                if conds.iter().any(|c| !access.is_compatible(&c.access)) {
-                    set.insert(b);
-                }
-            }
-            set
-        })
-        .collect();
-
-    let mut main_thread = FixedBitSet::with_capacity(len);
-    let mut exclusive = Vec::with_capacity(len);
-    let mut apply_deferred = Vec::with_capacity(len);
-    let mut zones = Vec::with_capacity(len);
-    for (i, (_, s)) in systems.iter().enumerate() {
-        let is_exclusive = s.access().is_exclusive();
-        main_thread.set(i, is_exclusive || !s.system().is_send());
-        exclusive.push(is_exclusive);
-        apply_deferred.push(s.system().system_type() == TypeId::of::<ApplyDeferred>());
-        zones.push(ZoneName::new(&s.system().name().to_string()));
-    }
-
-    Plan {
-        len,
-        dependency_count,
-        dependents,
-        starting,
-        main_thread,
-        exclusive,
-        apply_deferred,
-        conflicts,
-        condition_conflicts,
-        set_condition_conflicts,
-        sets_of_system,
-        set_members,
-        lanes: system_lanes,
-        zones,
-        cost_ns: (0..len).map(|_| AtomicU64::new(u64::MAX)).collect(),
-        system_conditions,
-        set_conditions,
-    }
+    set
 }

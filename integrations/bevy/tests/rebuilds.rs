@@ -1,0 +1,260 @@
+//! Schedules that change after the executor is installed, orderings through
+//! empty sets, run conditions across rebuilds and failed builds, swapping
+//! executors: each case runs on this crate's executor and on bevy's
+//! multi-threaded one, and both must give the same observable result.
+
+use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::{
+    LogLevel, MultiThreadedExecutor, ScheduleBuildSettings, ScheduleCleanupPolicy,
+    SingleThreadedExecutor,
+};
+use engine_tasks::Pool;
+use engine_tasks_bevy::{install, Installer};
+use std::sync::{Mutex, OnceLock};
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool::builder().threads(3).build().expect("pool"))
+}
+
+/// The order in which systems ran in one run.
+#[derive(Resource, Default)]
+struct Log(Mutex<Vec<&'static str>>);
+
+fn log(name: &'static str) -> impl FnMut(Res<Log>) {
+    move |log: Res<Log>| log.0.lock().unwrap().push(name)
+}
+
+fn take_log(world: &mut World) -> Vec<&'static str> {
+    std::mem::take(&mut *world.resource::<Log>().0.lock().unwrap())
+}
+
+/// Which executor runs a schedule in a case.
+#[derive(Clone, Copy, Debug)]
+enum Runner {
+    Pool,
+    Bevy,
+}
+
+const RUNNERS: [Runner; 2] = [Runner::Pool, Runner::Bevy];
+
+fn world() -> World {
+    let mut world = World::new();
+    world.init_resource::<Log>();
+    world
+}
+
+/// Installs `runner`'s executor on `schedule`.
+fn use_executor(runner: Runner, schedule: &mut Schedule, world: &mut World) {
+    match runner {
+        Runner::Pool => install(schedule, world, pool().handle()).expect("the schedule builds"),
+        Runner::Bevy => {
+            schedule.set_executor(MultiThreadedExecutor::new());
+        }
+    }
+}
+
+/// Runs `schedule` `times` times and returns each run's log.
+fn runs(schedule: &mut Schedule, world: &mut World, times: usize) -> Vec<Vec<&'static str>> {
+    (0..times)
+        .map(|_| {
+            schedule.run(world);
+            take_log(world)
+        })
+        .collect()
+}
+
+fn position(log: &[&str], name: &str) -> usize {
+    log.iter()
+        .position(|n| *n == name)
+        .unwrap_or_else(|| panic!("{name} did not run: {log:?}"))
+}
+
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+enum Phase {
+    First,
+    Middle,
+    Last,
+    Empty,
+    AlsoEmpty,
+}
+
+/// Bug 1: `a.before(Empty)` and `b.after(Empty)` with no system in `Empty`
+/// order `a` before `b`, as do chains through one or two empty sets.
+#[test]
+fn orderings_through_empty_sets_hold() {
+    for runner in RUNNERS {
+        let mut world = world();
+        let mut schedule = Schedule::default();
+        schedule.configure_sets((Phase::First, Phase::Middle, Phase::Last).chain());
+        schedule.configure_sets((Phase::Empty, Phase::AlsoEmpty).chain());
+        schedule.add_systems((
+            log("a").before(Phase::Empty),
+            log("b").after(Phase::Empty),
+            log("first").in_set(Phase::First),
+            log("last").in_set(Phase::Last),
+            log("x").before(Phase::Empty),
+            log("y").after(Phase::AlsoEmpty),
+        ));
+        use_executor(runner, &mut schedule, &mut world);
+        for log in runs(&mut schedule, &mut world, 50) {
+            assert!(
+                position(&log, "a") < position(&log, "b"),
+                "{runner:?}: {log:?}"
+            );
+            assert!(
+                position(&log, "first") < position(&log, "last"),
+                "{runner:?}: {log:?}"
+            );
+            assert!(
+                position(&log, "x") < position(&log, "y"),
+                "{runner:?}: {log:?}"
+            );
+        }
+    }
+}
+
+#[derive(Resource, Default)]
+struct Allowed(bool);
+
+fn allowed(flag: Res<Allowed>) -> bool {
+    flag.0
+}
+
+/// Bug 2: a schedule that already ran, then got this executor (its
+/// conditions were inside bevy's built schedule), still honours them; so
+/// does one swapped to bevy's executor and back.
+#[test]
+fn conditions_hold_when_installed_after_a_run_and_across_swaps() {
+    let mut world = world();
+    world.init_resource::<Allowed>();
+    let mut schedule = Schedule::default();
+    schedule.set_executor(SingleThreadedExecutor::new());
+    schedule.add_systems((
+        log("never").run_if(|| false),
+        log("gated").run_if(allowed),
+        log("always"),
+    ));
+    schedule.configure_sets(Phase::First.run_if(|| false));
+    schedule.add_systems(log("in_a_closed_set").in_set(Phase::First));
+    schedule.run(&mut world);
+    assert_eq!(take_log(&mut world), ["always"]);
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    assert_eq!(runs(&mut schedule, &mut world, 3), vec![vec!["always"]; 3]);
+    world.resource_mut::<Allowed>().0 = true;
+    let mut log = runs(&mut schedule, &mut world, 1).remove(0);
+    log.sort();
+    assert_eq!(log, ["always", "gated"]);
+    // Swapped to bevy's executor, the same conditions run there.
+    schedule.set_executor(MultiThreadedExecutor::new());
+    world.resource_mut::<Allowed>().0 = false;
+    assert_eq!(runs(&mut schedule, &mut world, 2), vec![vec!["always"]; 2]);
+    // And back.
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    assert_eq!(runs(&mut schedule, &mut world, 2), vec![vec!["always"]; 2]);
+}
+
+#[derive(Resource, Default)]
+struct Conflict(u32);
+
+fn write_conflict(mut c: ResMut<Conflict>) {
+    c.0 += 1;
+}
+
+/// Bug 3: a failed install (ambiguities set to error) keeps every run
+/// condition; installing again after the schedule is fixed honours them.
+#[test]
+fn a_failed_install_keeps_the_conditions() {
+    let mut world = world();
+    world.init_resource::<Conflict>();
+    let mut schedule = Schedule::default();
+    schedule.set_build_settings(ScheduleBuildSettings {
+        ambiguity_detection: LogLevel::Error,
+        ..ScheduleBuildSettings::default()
+    });
+    schedule.add_systems((
+        log("never").run_if(|| false),
+        write_conflict,
+        write_conflict.before(log("never")),
+    ));
+    // Two writers of `Conflict` with no order: ambiguous, so the build fails.
+    let failed = install(&mut schedule, &mut world, pool().handle());
+    assert!(failed.is_err(), "the ambiguity is an error");
+    schedule.set_build_settings(ScheduleBuildSettings::default());
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    for log in runs(&mut schedule, &mut world, 5) {
+        assert!(!log.contains(&"never"), "{log:?}");
+    }
+    assert_eq!(world.resource::<Conflict>().0, 10);
+}
+
+/// Systems and sets added after the first run, systems removed with
+/// `remove_systems_in_set`, and conditions added to a set later: each
+/// rebuild is followed, on both executors alike.
+#[test]
+fn the_executor_follows_every_rebuild() {
+    for runner in RUNNERS {
+        let mut world = world();
+        let mut schedule = Schedule::default();
+        schedule.add_systems(log("a"));
+        use_executor(runner, &mut schedule, &mut world);
+        assert_eq!(runs(&mut schedule, &mut world, 1), vec![vec!["a"]]);
+
+        schedule.configure_sets((Phase::First, Phase::Last).chain());
+        schedule.add_systems((
+            (log("b"), log("c")).chain().in_set(Phase::Last),
+            log("first").in_set(Phase::First),
+        ));
+        for log in runs(&mut schedule, &mut world, 10) {
+            assert_eq!(log.len(), 4, "{runner:?}: {log:?}");
+            assert!(position(&log, "first") < position(&log, "b"), "{log:?}");
+            assert!(position(&log, "b") < position(&log, "c"), "{log:?}");
+        }
+
+        let removed = schedule
+            .remove_systems_in_set(
+                Phase::Last,
+                &mut world,
+                ScheduleCleanupPolicy::RemoveSystemsOnly,
+            )
+            .expect("the set exists");
+        assert_eq!(removed, 2);
+        for mut log in runs(&mut schedule, &mut world, 5) {
+            log.sort();
+            assert_eq!(log, ["a", "first"], "{runner:?}");
+        }
+
+        schedule.configure_sets(Phase::First.run_if(|| false));
+        for log in runs(&mut schedule, &mut world, 5) {
+            assert_eq!(log, ["a"], "{runner:?}");
+        }
+    }
+}
+
+#[derive(Resource, Default)]
+struct Spawned;
+
+/// `set_apply_final_deferred(false)` after install keeps commands queued
+/// until the schedule's next sync point; the installer's setting does the
+/// same from the start.
+#[test]
+fn final_deferred_can_be_turned_off() {
+    let spawn = |mut commands: Commands| {
+        commands.insert_resource(Spawned);
+    };
+    let mut world = world();
+    let mut schedule = Schedule::default();
+    schedule.add_systems(spawn);
+    Installer::new(pool().handle())
+        .apply_final_deferred(false)
+        .install(&mut schedule, &mut world)
+        .unwrap();
+    schedule.run(&mut world);
+    assert!(
+        world.get_resource::<Spawned>().is_none(),
+        "commands were applied"
+    );
+    schedule.set_apply_final_deferred(true);
+    schedule.run(&mut world);
+    assert!(world.get_resource::<Spawned>().is_some());
+}
