@@ -28,10 +28,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum NodeOutcome {
     /// The body ran and returned.
     Ran = 0,
-    /// The body panicked.
+    /// The body (or one of its run conditions) panicked.
     Panicked = 1,
     /// Not run: a node it depends on panicked or was skipped.
     Skipped = 2,
+    /// Not run because a run condition of the node or of one of its sets
+    /// did not hold, or the node or one of its sets is disabled
+    /// ([`TaskGraph::set_enabled`](super::TaskGraph::set_enabled)). Its
+    /// dependents run as if it had.
+    Off = 3,
 }
 
 impl NodeOutcome {
@@ -39,8 +44,16 @@ impl NodeOutcome {
         match value {
             0 => NodeOutcome::Ran,
             1 => NodeOutcome::Panicked,
+            3 => NodeOutcome::Off,
             _ => NodeOutcome::Skipped,
         }
+    }
+
+    /// Whether the node's dependents are skipped: it failed, or was skipped
+    /// for a failure. A node that is [`Off`](NodeOutcome::Off) does not
+    /// skip them.
+    pub(super) fn fails_dependents(self) -> bool {
+        matches!(self, NodeOutcome::Panicked | NodeOutcome::Skipped)
     }
 }
 

@@ -49,19 +49,21 @@ mod frame;
 mod planned;
 mod policy;
 
-use frame::{FrameView, Shared, NONE};
+use frame::{FrameView, Gates, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
     IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY, REPRIORITIZE_EVERY,
     REPRIORITIZE_PLANNED_EVERY,
 };
 
-use super::build::Topology;
+use super::access::Resources;
+use super::builder::{Name, TaskGraphBuilder};
+use super::compile::{Compiled, Target};
 use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
 use super::stats::FrameStats;
 use super::FrameSharing;
-use super::{FrameError, NodePanic, NodeSpec, ReadyOrder};
+use super::{FrameError, NodePanic, ReadyOrder};
 use crate::clock::{self, TickRate};
 use crate::lane::Lane;
 use crate::pool::registry::Shared as PoolShared;
@@ -129,6 +131,15 @@ pub(super) struct Runtime<C: ?Sized> {
     /// (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
     gap_estimate: f64,
+    /// What the graph was compiled into: names, sets, ambiguities (kept for
+    /// toggles and for the next build into this graph).
+    compiled: Compiled,
+    /// The set names, and each node's and set's own toggle.
+    set_names: Vec<Name>,
+    node_on: Vec<bool>,
+    set_on: Vec<bool>,
+    /// How a frame finds its resources, if the graph declared any.
+    resources_of: Option<fn(&C) -> &Resources>,
 }
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
@@ -146,19 +157,21 @@ impl<C: ?Sized> Drop for Runtime<C> {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    pub(super) fn new(
-        specs: Vec<NodeSpec<C>>,
-        mut topology: Topology,
-        order: ReadyOrder,
-        timed: bool,
-        share_above: ShareThreshold,
-        plan_frames: bool,
-    ) -> Self {
-        let n = specs.len();
+    /// The graph `builder` describes, compiled into `compiled`.
+    pub(super) fn new(mut builder: TaskGraphBuilder<C>, compiled: Compiled) -> Self {
+        Runtime::from_builder(&mut builder, compiled)
+    }
+
+    /// Takes the builder's nodes, sets and conditions (leaving it empty with
+    /// its memory) into a new runtime.
+    fn from_builder(builder: &mut TaskGraphBuilder<C>, compiled: Compiled) -> Self {
+        let n = builder.nodes.len();
+        let (order, timed) = (builder.order, builder.timed);
+        let specs = &builder.nodes;
         // Planned frames need one lane for every node, none pinned, and
         // priorities to plan by.
         let first_lane = specs.first().map_or(Lane::FrameCritical, |s| s.lane);
-        let plan_lane = (plan_frames
+        let plan_lane = (builder.plan_frames
             && order == ReadyOrder::CriticalPathFirst
             && specs.iter().all(|s| !s.pinned && s.lane == first_lane))
         .then_some(first_lane);
@@ -170,17 +183,23 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .unwrap_or(Lane::FrameCritical);
         let lane_of = specs.iter().map(|s| s.lane).collect();
         let roots: Box<[u32]> = (0..n as u32)
-            .filter(|&i| topology.in_degree[i as usize] == 0)
+            .filter(|&i| compiled.dependencies.row(i as usize).is_empty())
             .collect();
         let sinks = (0..n as u32)
-            .filter(|&i| {
-                let i = i as usize;
-                topology.successor_start[i] == topology.successor_start[i + 1]
-            })
+            .filter(|&i| compiled.successors.row(i as usize).is_empty())
             .collect();
-        let topological = std::mem::take(&mut topology.topological);
+        let topological = compiled.topological.as_slice().into();
+        let gates = gates_of(builder, &compiled);
         let inline_successors = order == ReadyOrder::CriticalPathFirst;
-        let shared = Shared::leak_new(specs, topology, inline_successors, timed, first_lane);
+        let nodes = builder.nodes.drain(..).zip(builder.names.drain(..));
+        let shared = Shared::leak_new(
+            nodes,
+            &compiled,
+            gates,
+            inline_successors,
+            timed,
+            first_lane,
+        );
         let mut runtime = Runtime {
             shared,
             order,
@@ -200,16 +219,111 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // The first frame starts alone, and hands over after its first
             // node if that shows the frame is worth a second thread.
             waking: false,
-            share_above,
+            share_above: builder.share_above,
             plan: AlonePlan::new(lane_of, order),
             plan_lane,
             ran_alone: 0,
             last_end_tick: None,
             gap_estimate: f64::INFINITY,
+            set_names: builder.sets.drain(..).collect(),
+            node_on: vec![true; n],
+            set_on: Vec::new(),
+            resources_of: builder.resources_of,
+            compiled,
         };
+        runtime.set_on = vec![true; runtime.set_names.len()];
+        builder.clear();
         runtime.reprioritize();
         runtime.replan_if_stale();
         runtime
+    }
+
+    /// Replaces the graph by the one `builder` describes, compiled into
+    /// `compiled`; nodes whose names it had keep their estimates, and the
+    /// frame count, tick rate and frame-loop timing carry over.
+    pub(super) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>, compiled: Compiled) {
+        let mut fresh = Runtime::from_builder(builder, compiled);
+        // Estimates follow node names, through their interned labels.
+        let mut by_label: Vec<u64> = Vec::new();
+        {
+            // SAFETY: as in `shared_mut`; only labels are read.
+            let old = unsafe { self.shared.as_ref() };
+            for (node, &estimate) in old.nodes.iter().zip(self.estimate.iter()) {
+                let id = node.label.id() as usize;
+                if by_label.len() <= id {
+                    by_label.resize(id + 1, 0);
+                }
+                by_label[id] = estimate;
+            }
+        }
+        // SAFETY: as above, for the new runtime.
+        let new = unsafe { fresh.shared.as_ref() };
+        for (i, node) in new.nodes.iter().enumerate() {
+            if let Some(&estimate) = by_label.get(node.label.id() as usize) {
+                fresh.estimate[i] = estimate;
+            }
+        }
+        fresh.estimate_total = fresh.estimate.iter().sum();
+        fresh.frames = self.frames;
+        fresh.rate = std::mem::replace(&mut self.rate, TickRate::new());
+        fresh.waking = self.waking;
+        fresh.last_end_tick = self.last_end_tick;
+        fresh.gap_estimate = self.gap_estimate;
+        fresh.reprioritize();
+        fresh.replan_if_stale();
+        *self = fresh;
+    }
+
+    /// The compiled form, to compile the next build into (see `rebuild`).
+    pub(super) fn take_compiled(&mut self) -> Compiled {
+        std::mem::take(&mut self.compiled)
+    }
+
+    /// Gives back what `take_compiled` took, after a failed build.
+    pub(super) fn put_back_compiled(&mut self, compiled: Compiled) {
+        self.compiled = compiled;
+    }
+
+    /// Turns the node or set `name` on or off (see `TaskGraph::set_enabled`).
+    pub(super) fn set_enabled(&mut self, name: &str, enabled: bool) -> bool {
+        // SAFETY: as in `shared_mut`; only the names are read.
+        let nodes = unsafe { &self.shared.as_ref().nodes };
+        let set_names = &self.set_names;
+        let target = self.compiled.names.get_with(
+            name,
+            |i| &nodes[i as usize].name,
+            |s| &set_names[s as usize],
+        );
+        match target {
+            Some(Target::Node(i)) => self.node_on[i as usize] = enabled,
+            Some(Target::Set(s)) => self.set_on[s as usize] = enabled,
+            None => return false,
+        }
+        self.update_disabled();
+        true
+    }
+
+    /// Recomputes each node's `disabled` flag from the toggles.
+    fn update_disabled(&mut self) {
+        let (compiled, node_on, set_on) = (&self.compiled, &self.node_on, &self.set_on);
+        // SAFETY: as in `shared_mut`; the other borrows are of other fields.
+        let shared = unsafe { self.shared.as_mut() };
+        for (i, (&on, disabled)) in node_on.iter().zip(&mut shared.gates.disabled).enumerate() {
+            let sets_on = compiled
+                .node_sets
+                .row(i)
+                .iter()
+                .all(|&s| set_on[s as usize]);
+            *disabled = !(on && sets_on);
+        }
+    }
+
+    /// The ambiguities the build ordered (see `TaskGraph::ambiguities`).
+    pub(super) fn ambiguities(&self) -> impl Iterator<Item = (&str, &str, &'static str)> + '_ {
+        self.compiled
+            .ambiguities
+            .iter()
+            .map(|&(a, b, what)| (self.name(a as usize), self.name(b as usize), what))
     }
 
     pub(super) fn len(&self) -> usize {
@@ -240,6 +354,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
         data: &C,
     ) -> Result<&FrameStats, FrameError> {
         let pool_shared = pool.shared();
+        let resources = self.resources_of.map(|of| of(data));
+        if resources.is_some_and(|r| !r.claim()) {
+            return Err(FrameError {
+                frame: self.frames,
+                panicked: Vec::new(),
+                skipped: Vec::new(),
+                resources_in_use: true,
+            });
+        }
+        self.shared_mut().inputs.resources = resources.map(NonNull::from);
         let start = self.prepare_frame(pool, data);
         let frame_span = instrument::frame(start.number);
         pool_shared.frame_began();
@@ -257,6 +381,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         pool_shared.frame_ended(clock::ticks());
         drop(frame_span);
+        if let Some(resources) = resources {
+            self.shared_mut().inputs.resources = None;
+            resources.release();
+        }
         self.finish_frame(pool_shared, &start, sharing)
     }
 
@@ -536,6 +664,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // graph alongside the statistics.
         let shared = unsafe { self.shared.as_ref() };
         let mut error = FrameError {
+            resources_in_use: false,
             frame: number,
             panicked: Vec::new(),
             skipped: Vec::new(),
@@ -559,7 +688,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     });
                 }
                 NodeOutcome::Skipped => error.skipped.push(node.name.to_string()),
-                NodeOutcome::Ran => {}
+                NodeOutcome::Ran | NodeOutcome::Off => {}
             }
         }
         error
@@ -569,6 +698,34 @@ impl<C: ?Sized + Sync> Runtime<C> {
 /// `slot`'s bit in a mask of slots; none for `NONE` or a slot past 63.
 fn bit_of(slot: u32) -> u64 {
     1u64.checked_shl(slot).unwrap_or(0)
+}
+
+/// The run conditions, toggles and accesses of a graph being built, in the
+/// form the frame reads them.
+fn gates_of<C: ?Sized>(builder: &mut TaskGraphBuilder<C>, compiled: &Compiled) -> Gates<C> {
+    use super::compile::Rows;
+    use crate::sync::frame_gate::FrameGate;
+    let n = builder.nodes.len();
+    let sets = builder.sets.len();
+    let has_conditions = |s: u32| !compiled.set_conditions.row(s as usize).is_empty();
+    let mut node_sets = Rows::default();
+    node_sets.fill_from(n, |i| {
+        compiled
+            .node_sets
+            .row(i)
+            .iter()
+            .copied()
+            .filter(|&s| has_conditions(s))
+    });
+    Gates {
+        disabled: vec![false; n],
+        conditions: builder.conditions.drain(..).map(|(_, c)| c).collect(),
+        node_conditions: compiled.node_conditions.clone(),
+        node_sets,
+        set_conditions: compiled.set_conditions.clone(),
+        set_gates: (0..sets).map(|_| FrameGate::new()).collect(),
+        access: compiled.node_access.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! | `countdown` | a graph node's dependency countdown across frames |
 //! | `node_marks` | a planned frame's claimed and finished marks |
 //! | `gate` | the submission gate that makes shutdown lose no task |
+//! | `frame_gate` | a yes-or-no answer worked out once per frame (a set's run conditions) |
 //! | `park` | a one-permit parker, with timed parks |
 //! | `idle` | the wake protocol: one searcher, no lost wake-up |
 //! | `permits` | background permits and the lending rule |
@@ -27,6 +28,7 @@ pub(crate) mod countdown;
 pub(crate) mod credit;
 pub(crate) mod deque;
 pub(crate) mod fence;
+pub(crate) mod frame_gate;
 pub(crate) mod gate;
 pub(crate) mod idle;
 pub(crate) mod latch;

@@ -58,6 +58,13 @@ pub(crate) struct NodeLabel {
     tracy: &'static tracy::Location,
 }
 
+impl NodeLabel {
+    /// The name's number: the same for the same name, across graphs.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+}
+
 impl std::fmt::Debug for NodeLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "NodeLabel({})", self.id)

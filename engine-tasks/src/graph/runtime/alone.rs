@@ -280,7 +280,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let end = now();
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             start = end;
-            if outcome != NodeOutcome::Ran {
+            if outcome.fails_dependents() {
                 for &s in self.successors_of(index) {
                     self.poison(s, frame.epoch);
                 }

@@ -7,13 +7,16 @@
 use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
-use crate::graph::build::Topology;
+use crate::graph::access::{Access, Resources};
+use crate::graph::builder::{Body, Condition, Name, NodeSpec};
+use crate::graph::compile::{Compiled, Rows};
 use crate::graph::run_record::{NodeOutcome, RunRecord};
-use crate::graph::{Body, NodeContext, NodeSpec};
+use crate::graph::NodeContext;
 use crate::lane::Lane;
 use crate::pool::worker::{self, Local};
 use crate::pool::PoolHandle;
 use crate::sync::countdown::Countdown;
+use crate::sync::frame_gate::FrameGate;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::node_marks::{NodeMarks, Sleepers};
 use crate::sync::queue::TaskQueue;
@@ -31,7 +34,7 @@ use std::sync::Mutex;
 pub(super) const NONE: u32 = u32::MAX;
 
 pub(super) struct Node<C: ?Sized> {
-    pub(super) name: Box<str>,
+    pub(super) name: Name,
     /// The name as the timeline recorder and the profiler know it.
     pub(super) label: instrument::NodeLabel,
     pub(super) lane: Lane,
@@ -105,6 +108,26 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// How long a walker of a planned frame looks for a ready node before
     /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
     pub(super) plan_wait_ticks: u64,
+    /// The frame's resources, claimed for the frame, if the graph declared
+    /// resource accesses.
+    pub(super) resources: Option<NonNull<Resources>>,
+}
+
+/// What decides, per node and frame, whether its body runs: toggles and run
+/// conditions (`builder.rs`). Written between frames only.
+pub(super) struct Gates<C: ?Sized> {
+    /// Per node: disabled, by its own toggle or one of its sets'.
+    pub(super) disabled: Vec<bool>,
+    pub(super) conditions: Vec<Condition<C>>,
+    /// Per node: its own conditions (indices into `conditions`).
+    pub(super) node_conditions: Rows<u32>,
+    /// Per node: its sets that have conditions (indices into the rows below).
+    pub(super) node_sets: Rows<u32>,
+    /// Per set: its conditions, and its answer this frame.
+    pub(super) set_conditions: Rows<u32>,
+    pub(super) set_gates: Vec<FrameGate>,
+    /// Per node: what it declared it reads and writes.
+    pub(super) access: Rows<Access>,
 }
 
 /// Everything tasks reach while a frame runs.
@@ -148,6 +171,7 @@ pub(super) struct Shared<C: ?Sized> {
     pub(super) inbox: TaskQueue,
     pub(super) failed: AtomicBool,
     pub(super) inputs: FrameInputs<C>,
+    pub(super) gates: Gates<C>,
 }
 
 // SAFETY: while a frame runs, threads share `&Shared`: its atomics, the
@@ -209,6 +233,7 @@ pub(super) struct FrameView<'f, C: ?Sized> {
     pub(super) count_epoch: u64,
     /// The running thread's slot, or [`NONE`].
     pub(super) thread: u32,
+    pub(super) resources: Option<&'f Resources>,
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
@@ -265,10 +290,15 @@ impl<C: ?Sized + Sync> Shared<C> {
             epoch: epoch(inputs.number),
             count_epoch: inputs.count_epoch,
             thread: local.map_or(NONE, |l| l.index() as u32),
+            // SAFETY: as for the data: claimed and borrowed for the frame.
+            resources: inputs.resources.map(|r| unsafe { r.as_ref() }),
         }
     }
 
-    /// Runs node `index`'s body unless a dependency failed in this frame.
+    /// Runs node `index`'s body unless a dependency failed in this frame,
+    /// the node is disabled, or a run condition of one of its sets or of
+    /// the node does not hold: the rules every way of running a frame
+    /// (alone, queued, planned) applies through this one function.
     #[inline]
     pub(super) fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> NodeOutcome {
         let node = &self.nodes[index as usize];
@@ -281,11 +311,17 @@ impl<C: ?Sized + Sync> Shared<C> {
         if self.poisoned_in[index as usize].load(Ordering::Relaxed) == frame.epoch {
             return NodeOutcome::Skipped;
         }
+        let gates = &self.gates;
+        if gates.disabled[index as usize] {
+            return NodeOutcome::Off;
+        }
         let cx = NodeContext {
             data: frame.data,
             pool: frame.pool,
             frame: frame.number,
             name: &node.name,
+            access: gates.access.row(index as usize),
+            resources: frame.resources,
         };
         let _span = instrument::node(node.label, node.lane);
         // SAFETY: this thread owns the node for this frame (module docs), so
@@ -293,10 +329,14 @@ impl<C: ?Sized + Sync> Shared<C> {
         let body = unsafe { &mut *node.body.get() };
         let run = || {
             faults::maybe_panic(Site::NodeBody);
-            body(&cx)
+            if !self.conditions_hold(index, &cx, frame.epoch) {
+                return NodeOutcome::Off;
+            }
+            body(&cx);
+            NodeOutcome::Ran
         };
         match panic::catch_unwind(AssertUnwindSafe(run)) {
-            Ok(()) => NodeOutcome::Ran,
+            Ok(outcome) => outcome,
             Err(payload) => {
                 *node.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
                 // Relaxed: read after the frame latch.
@@ -304,6 +344,22 @@ impl<C: ?Sized + Sync> Shared<C> {
                 NodeOutcome::Panicked
             }
         }
+    }
+
+    /// Whether node `index` runs this frame: the conditions of each of its
+    /// sets (each set's evaluated once per frame, by the first of its nodes
+    /// to get here), then its own.
+    fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
+        let gates = &self.gates;
+        let holds = |conditions: &[u32]| {
+            conditions
+                .iter()
+                .all(|&c| (gates.conditions[c as usize])(cx))
+        };
+        gates.node_sets.row(index as usize).iter().all(|&set| {
+            let set = set as usize;
+            gates.set_gates[set].answer(epoch, || holds(gates.set_conditions.row(set)))
+        }) && holds(gates.node_conditions.row(index as usize))
     }
 
     /// Counts `n` sinks as finished; the last one sets the frame's latch
@@ -367,7 +423,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         frame: &FrameView<'_, C>,
         alone: bool,
     ) -> bool {
-        if outcome != NodeOutcome::Ran {
+        if outcome.fails_dependents() {
             self.poison(to, frame.epoch);
         }
         let state = &self.states[to as usize];
@@ -472,29 +528,27 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// heap and leaked: the runtime owns it through the returned pointer
     /// (tasks point into it while a frame runs) and frees it when dropped.
     pub(super) fn leak_new(
-        specs: Vec<NodeSpec<C>>,
-        topology: Topology,
+        specs: impl Iterator<Item = (NodeSpec<C>, Name)>,
+        compiled: &Compiled,
+        gates: Gates<C>,
         inline_successors: bool,
         timed: bool,
         lane: Lane,
     ) -> NonNull<Shared<C>> {
-        let n = specs.len();
-        let (dependency_start, dependency_list) = dependency_lists(
-            &topology.successor_start,
-            &topology.successors,
-            &topology.in_degree,
-        );
         let nodes: Box<[Node<C>]> = specs
-            .into_iter()
-            .map(|s| Node {
-                label: instrument::intern_node_name(&s.name),
-                name: s.name.into(),
+            .map(|(s, name)| Node {
+                label: instrument::intern_node_name(&name),
+                name,
                 lane: s.lane,
                 pinned: s.pinned,
                 wakes: true,
                 body: UnsafeCell::new(s.body),
                 panic: Mutex::new(None),
             })
+            .collect();
+        let n = nodes.len();
+        let in_degree: Box<[u32]> = (0..n)
+            .map(|i| compiled.dependencies.row(i).len() as u32)
             .collect();
         let shared = Box::new(Shared {
             nodes,
@@ -507,11 +561,11 @@ impl<C: ?Sized + Sync> Shared<C> {
             schedule: Schedule::new(n),
             sleepers: CachePadded::new(Sleepers::new()),
             walker_slots: Default::default(),
-            successor_start: topology.successor_start,
-            successors: topology.successors,
-            dependencies: topology.in_degree,
-            dependency_start,
-            dependency_list,
+            successor_start: compiled.successors.start.as_slice().into(),
+            successors: compiled.successors.items.as_slice().into(),
+            dependencies: in_degree,
+            dependency_start: compiled.dependencies.start.as_slice().into(),
+            dependency_list: compiled.dependencies.items.as_slice().into(),
             inline_successors,
             timed,
             sinks_left: CachePadded::new(AtomicUsize::new(0)),
@@ -527,7 +581,9 @@ impl<C: ?Sized + Sync> Shared<C> {
                 waker: None,
                 lane,
                 plan_wait_ticks: 0,
+                resources: None,
             },
+            gates,
         });
         let shared = NonNull::from(Box::leak(shared));
         let graph = shared.as_ptr().cast_const();
@@ -552,29 +608,6 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
         shared
     }
-}
-
-/// Every node's dependencies, as start offsets and one list, from the
-/// successor lists.
-pub(super) fn dependency_lists(
-    successor_start: &[u32],
-    successors: &[u32],
-    in_degree: &[u32],
-) -> (Box<[u32]>, Box<[u32]>) {
-    let mut start = Vec::with_capacity(in_degree.len() + 1);
-    start.push(0u32);
-    for &d in in_degree {
-        start.push(start.last().copied().unwrap_or(0) + d);
-    }
-    let mut next = start.clone();
-    let mut list = vec![0u32; successors.len()];
-    for from in 0..in_degree.len() {
-        for &to in &successors[successor_start[from] as usize..successor_start[from + 1] as usize] {
-            list[next[to as usize] as usize] = from as u32;
-            next[to as usize] += 1;
-        }
-    }
-    (start.into(), list.into())
 }
 
 /// Frame `number` (counted from 0) as the poison flags tag it: from 1, so

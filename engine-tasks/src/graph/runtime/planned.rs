@@ -38,7 +38,7 @@
 //! last sink and by each helper task as its last touch of the graph, as in
 //! any shared frame.
 
-use super::{FrameView, NodeOutcome, Shared};
+use super::{FrameView, Shared};
 use crate::clock;
 use crate::pool::worker::Local;
 use std::collections::BinaryHeap;
@@ -264,7 +264,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             local.count_inline_run(lane);
             let successors = self.successors_of(index);
-            if outcome != NodeOutcome::Ran {
+            if outcome.fails_dependents() {
                 for &s in successors {
                     self.poison(s, frame.epoch);
                 }

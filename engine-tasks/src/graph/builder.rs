@@ -1,0 +1,644 @@
+//! Building a graph: nodes, sets, orderings, run conditions and declared
+//! accesses, collected by a [`TaskGraphBuilder`] and compiled by
+//! `compile.rs`. A builder can be reused: cleared and filled again each
+//! frame, it compiles a graph of the same shape into the same graph without
+//! allocating ([`TaskGraphBuilder::build_into`]).
+
+use super::access::{Access, AccessId, AccessMode, Resources};
+use super::compile::{self, Compiled, Scratch};
+use super::runtime::{Runtime, ShareThreshold};
+use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
+use crate::lane::Lane;
+use std::any::{type_name, TypeId};
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// A node's or set's name: borrowed for the life of the program (no
+/// allocation), or owned.
+pub(super) type Name = Cow<'static, str>;
+
+/// A node's body: called once per frame with the frame's context.
+pub(super) type Body<C> = Box<dyn FnMut(&NodeContext<'_, C>) + Send>;
+
+/// A run condition: evaluated once per frame, when its node (or the first
+/// node of its set) is about to run.
+pub(super) type Condition<C> = Box<dyn Fn(&NodeContext<'_, C>) -> bool + Send + Sync>;
+
+/// A node or a set, by its index among the builder's nodes or sets.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Owner {
+    Node(u32),
+    Set(u32),
+}
+
+/// Which way an ordering goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Relation {
+    /// The owner runs after the named node or set.
+    After,
+    /// The owner runs before it.
+    Before,
+}
+
+/// What the builder does with conflicting accesses that no ordering orders
+/// ([`TaskGraphBuilder::ambiguities`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Ambiguities {
+    /// Order each pair: the node added to the builder first runs first. The
+    /// pairs are listed by [`TaskGraph::ambiguities`].
+    #[default]
+    OrderByDeclaration,
+    /// Refuse to build: [`GraphError::Ambiguous`] lists the pairs.
+    Error,
+}
+
+pub(super) struct NodeSpec<C: ?Sized> {
+    pub(super) lane: Lane,
+    pub(super) pinned: bool,
+    pub(super) body: Body<C>,
+}
+
+/// Collects nodes and sets for a [`TaskGraph`]; see [`TaskGraph::builder`].
+pub struct TaskGraphBuilder<C: ?Sized> {
+    pub(super) nodes: Vec<NodeSpec<C>>,
+    /// Each node's name (beside `nodes`, so that the compiler borrows them
+    /// as a slice).
+    pub(super) names: Vec<Name>,
+    pub(super) sets: Vec<Name>,
+    pub(super) orders: Vec<(Owner, Name, Relation)>,
+    pub(super) memberships: Vec<(Owner, Name)>,
+    pub(super) conditions: Vec<(Owner, Condition<C>)>,
+    pub(super) accesses: Vec<(Owner, Access)>,
+    /// How a frame finds its [`Resources`], once a resource access was
+    /// declared.
+    pub(super) resources_of: Option<fn(&C) -> &Resources>,
+    pub(super) order: ReadyOrder,
+    pub(super) timed: bool,
+    pub(super) share_above: ShareThreshold,
+    pub(super) plan_frames: bool,
+    pub(super) ambiguities: Ambiguities,
+    /// The compiler's buffers, kept for the next build.
+    pub(super) scratch: Scratch,
+    /// The owner of each condition, for the compiler.
+    owners: Vec<Owner>,
+}
+
+impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
+    fn default() -> Self {
+        TaskGraphBuilder {
+            nodes: Vec::new(),
+            names: Vec::new(),
+            sets: Vec::new(),
+            orders: Vec::new(),
+            memberships: Vec::new(),
+            conditions: Vec::new(),
+            accesses: Vec::new(),
+            resources_of: None,
+            order: ReadyOrder::default(),
+            timed: true,
+            share_above: ShareThreshold::default(),
+            plan_frames: true,
+            ambiguities: Ambiguities::default(),
+            scratch: Scratch::default(),
+            owners: Vec::new(),
+        }
+    }
+}
+
+/// Orders, groups, conditions and declares the accesses of the node just
+/// added.
+pub struct NodeBuilder<'b, C: ?Sized> {
+    builder: &'b mut TaskGraphBuilder<C>,
+    owner: Owner,
+}
+
+/// Orders, groups, conditions and declares the accesses of a set; see
+/// [`TaskGraphBuilder::set`].
+pub struct SetBuilder<'b, C: ?Sized> {
+    builder: &'b mut TaskGraphBuilder<C>,
+    owner: Owner,
+}
+
+impl<C: ?Sized> NodeBuilder<'_, C> {
+    /// The node runs after each named node has finished (and after
+    /// everything those started with `parallel_for` or `scope`).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    ///
+    /// let mut builder = TaskGraph::<AtomicU32>::builder();
+    /// builder.node("shadow_maps", Lane::FrameCritical, |cx| { cx.data().fetch_add(1, Relaxed); });
+    /// builder.node("gbuffer", Lane::FrameCritical, |cx| { cx.data().fetch_add(1, Relaxed); });
+    /// builder
+    ///     .node("lighting", Lane::FrameCritical, |cx| {
+    ///         assert_eq!(cx.data().load(Relaxed), 2, "both passes are done");
+    ///     })
+    ///     .after(["shadow_maps", "gbuffer"]);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// let passes_done = AtomicU32::new(0);
+    /// assert!(graph.run(&pool, &passes_done).is_ok());
+    /// ```
+    pub fn after<I, S>(self, dependencies: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Name>,
+    {
+        self.builder
+            .order(self.owner, dependencies, Relation::After);
+        self
+    }
+}
+
+/// The methods nodes and sets share: orderings, sets, run conditions and
+/// accesses.
+macro_rules! common_methods {
+    ($who:literal) => {
+        #[doc = concat!("The ", $who, " runs before each named node or set.")]
+        pub fn before<I, S>(self, dependents: I) -> Self
+        where
+            I: IntoIterator<Item = S>,
+            S: Into<Name>,
+        {
+            self.builder.order(self.owner, dependents, Relation::Before);
+            self
+        }
+
+        #[doc = concat!("Puts the ", $who, " in set `set` (see [`TaskGraphBuilder::set`]); it")]
+        /// may be in several sets. Orderings, run conditions and accesses of
+        /// the set apply to it.
+        pub fn in_set(self, set: impl Into<Name>) -> Self {
+            self.builder.memberships.push((self.owner, set.into()));
+            self
+        }
+
+        #[doc = concat!("The ", $who, " runs only in frames where `condition` holds. The")]
+        /// condition is evaluated once per frame, when the node (or the
+        /// first node of the set) is about to run, not before the frame;
+        /// with several conditions, all must hold. A node whose conditions
+        /// (or one of its sets') fail does not run, and its dependents run
+        /// as if it had ([`NodeOutcome::Off`](super::NodeOutcome::Off)).
+        ///
+        /// The condition gets the context of the node it is evaluated for:
+        /// it may read [resources](NodeContext::res) that node declared.
+        pub fn run_if<F>(self, condition: F) -> Self
+        where
+            F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,
+        {
+            self.builder
+                .conditions
+                .push((self.owner, Box::new(condition)));
+            self
+        }
+
+        /// Declares that the nodes read the plain id `id` (an ECS's component
+        /// or resource id): they never run at the same time as a node that
+        /// writes it (see [`AccessId`]). `name` names it in messages.
+        pub fn reads_id(self, id: AccessId, name: &'static str) -> Self {
+            self.builder
+                .access(self.owner, id, AccessMode::Read, name, None);
+            self
+        }
+
+        /// Declares that the nodes write the plain id `id`: they never run at
+        /// the same time as another node that reads or writes it.
+        pub fn writes_id(self, id: AccessId, name: &'static str) -> Self {
+            self.builder
+                .access(self.owner, id, AccessMode::Write, name, None);
+            self
+        }
+    };
+}
+
+/// Resource accesses: need frame data that holds the [`Resources`].
+macro_rules! resource_methods {
+    () => {
+        /// Declares that the nodes read the resource `T`, which they get
+        /// with [`NodeContext::res`]. They never run at the same time as a
+        /// node that writes `T`: conflicting nodes that no ordering orders
+        /// are ordered by declaration ([`Ambiguities`]).
+        pub fn reads<T: Send + Sync + 'static>(self) -> Self {
+            self.builder.resource::<T>(self.owner, AccessMode::Read);
+            self
+        }
+
+        /// Declares that the nodes write the resource `T`, which they get
+        /// with [`NodeContext::res_mut`]. They never run at the same time
+        /// as another node that reads or writes `T`.
+        pub fn writes<T: Send + Sync + 'static>(self) -> Self {
+            self.builder.resource::<T>(self.owner, AccessMode::Write);
+            self
+        }
+    };
+}
+
+impl<C: ?Sized> NodeBuilder<'_, C> {
+    common_methods!("node");
+}
+
+impl<C: ?Sized + AsRef<Resources>> NodeBuilder<'_, C> {
+    resource_methods!();
+}
+
+impl<C: ?Sized> SetBuilder<'_, C> {
+    /// Every node of the set runs after each named node or set.
+    pub fn after<I, S>(self, dependencies: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Name>,
+    {
+        self.builder
+            .order(self.owner, dependencies, Relation::After);
+        self
+    }
+
+    common_methods!("set");
+}
+
+impl<C: ?Sized + AsRef<Resources>> SetBuilder<'_, C> {
+    resource_methods!();
+}
+
+impl<C: ?Sized> TaskGraphBuilder<C> {
+    fn order<I, S>(&mut self, owner: Owner, names: I, relation: Relation)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Name>,
+    {
+        for name in names {
+            self.orders.push((owner, name.into(), relation));
+        }
+    }
+
+    fn access(
+        &mut self,
+        owner: Owner,
+        id: AccessId,
+        mode: AccessMode,
+        name: &'static str,
+        type_id: Option<TypeId>,
+    ) {
+        self.accesses.push((
+            owner,
+            Access {
+                id,
+                mode,
+                name,
+                type_id,
+            },
+        ));
+    }
+}
+
+impl<C: ?Sized + AsRef<Resources>> TaskGraphBuilder<C> {
+    fn resource<T: Send + Sync + 'static>(&mut self, owner: Owner, mode: AccessMode) {
+        self.resources_of = Some(|data: &C| data.as_ref());
+        let (id, name) = (AccessId::of::<T>(), type_name::<T>());
+        self.access(owner, id, mode, name, Some(TypeId::of::<T>()));
+    }
+}
+
+impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a node that runs `body` in `lane` once per frame, on any thread.
+    ///
+    /// A node's closure is `FnMut` and lives as long as the graph, so it may
+    /// keep state from frame to frame:
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// let mut builder = TaskGraph::<Mutex<Vec<u32>>>::builder();
+    /// let mut checkpoints = 0;
+    /// builder.node("autosave", Lane::Background, move |cx| {
+    ///     checkpoints += 1;
+    ///     cx.data().lock().unwrap().push(checkpoints);
+    /// });
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let log = Mutex::new(Vec::new());
+    /// for _ in 0..3 {
+    ///     graph.run(&pool, &log).unwrap();
+    /// }
+    /// assert_eq!(*log.lock().unwrap(), [1, 2, 3]);
+    /// ```
+    pub fn node<F>(&mut self, name: impl Into<Name>, lane: Lane, body: F) -> NodeBuilder<'_, C>
+    where
+        F: FnMut(&NodeContext<'_, C>) + Send + 'static,
+    {
+        self.push(name.into(), lane, false, Box::new(body))
+    }
+
+    /// Adds a node that runs only on the thread that calls
+    /// [`TaskGraph::run`] (window events, GPU submission). It counts as
+    /// frame-critical: the frame's thread runs it as soon as it is ready.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::thread::{self, ThreadId};
+    ///
+    /// // The frame data: the thread that owns the window and the GPU queue.
+    /// let mut builder = TaskGraph::<ThreadId>::builder();
+    /// builder.node("record_commands", Lane::FrameCritical, |_| {});
+    /// builder
+    ///     .main_thread_node("submit", |cx| {
+    ///         assert_eq!(thread::current().id(), *cx.data());
+    ///     })
+    ///     .after(["record_commands"]);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// for _ in 0..3 {
+    ///     graph.run(&pool, &thread::current().id()).unwrap();
+    /// }
+    /// ```
+    pub fn main_thread_node<F>(&mut self, name: impl Into<Name>, body: F) -> NodeBuilder<'_, C>
+    where
+        F: FnMut(&NodeContext<'_, C>) + Send + 'static,
+    {
+        self.push(name.into(), Lane::FrameCritical, true, Box::new(body))
+    }
+
+    /// How ready nodes are ordered (default: critical path first).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// let mut builder = TaskGraph::<Mutex<Vec<&str>>>::builder();
+    /// for system in ["input", "ai", "physics", "audio"] {
+    ///     builder.node(system, Lane::Normal, move |cx| cx.data().lock().unwrap().push(system));
+    /// }
+    /// builder.ready_order(ReadyOrder::Fifo);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// // No workers: one thread runs the independent nodes in declaration order.
+    /// let pool = Pool::builder().threads(0).build().unwrap();
+    /// let order = Mutex::new(Vec::new());
+    /// graph.run(&pool, &order).unwrap();
+    /// assert_eq!(*order.lock().unwrap(), ["input", "ai", "physics", "audio"]);
+    /// ```
+    pub fn ready_order(&mut self, order: ReadyOrder) -> &mut Self {
+        self.order = order;
+        self
+    }
+
+    /// Whether to time every node (default: yes). Timing costs one clock
+    /// read per node, two for a node taken from a queue; without it,
+    /// [`FrameStats`] has no node durations or thread busy times, and
+    /// critical-path-first ranks nodes by the number of nodes after them.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("particles", Lane::Normal, |_| {});
+    /// builder.measure_nodes(false); // a shipping build without the profiler
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let stats = graph.run(&pool, &()).unwrap();
+    /// assert_eq!(stats.total_work(), Duration::ZERO);
+    /// assert_eq!(stats.nodes().len(), 1);
+    /// ```
+    pub fn measure_nodes(&mut self, timed: bool) -> &mut Self {
+        self.timed = timed;
+        self
+    }
+
+    /// When frames share their nodes with other threads (see "Frames run
+    /// alone" above): a frame is shared when the frames before it took at
+    /// least `frame_work` of node time (of wall time, untimed) and their
+    /// nodes averaged at least `node_work`; otherwise (and in the first
+    /// frame) the frame's thread runs it alone, and hands the rest over
+    /// once the frame passes both. Default: 20 µs and 200 ns. Zero for both
+    /// shares every frame (the first from its second node on);
+    /// [`Duration::MAX`] for either runs every frame alone.
+    ///
+    /// ```
+    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("input", Lane::FrameCritical, |_| {});
+    /// builder.node("camera", Lane::FrameCritical, |_| {}).after(["input"]);
+    /// // Keep this small graph on the frame's thread, however heavy.
+    /// builder.share_above(Duration::MAX, Duration::MAX);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(2).build().unwrap();
+    /// for _ in 0..5 {
+    ///     let stats = graph.run(&pool, &()).unwrap();
+    ///     assert_eq!(stats.sharing(), FrameSharing::Alone);
+    /// }
+    /// ```
+    pub fn share_above(&mut self, frame_work: Duration, node_work: Duration) -> &mut Self {
+        self.share_above = ShareThreshold::new(frame_work, node_work);
+        self
+    }
+
+    /// Whether shared frames may run by a plan (default: yes; see "Planned
+    /// frames" above). Only graphs with critical-path-first order, no
+    /// pinned nodes and one lane for every node run planned frames; others
+    /// always queue their nodes.
+    ///
+    /// ```
+    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    /// use std::time::Duration;
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// for i in 0..8 {
+    ///     builder.node(format!("chunk_{i}"), Lane::Normal, |_| {});
+    /// }
+    /// builder.share_above(Duration::ZERO, Duration::ZERO).plan_frames(false);
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// for _ in 0..100 {
+    ///     let stats = graph.run(&pool, &()).unwrap();
+    ///     assert_ne!(stats.sharing(), FrameSharing::Planned);
+    /// }
+    /// ```
+    pub fn plan_frames(&mut self, enabled: bool) -> &mut Self {
+        self.plan_frames = enabled;
+        self
+    }
+
+    fn push(&mut self, name: Name, lane: Lane, pinned: bool, body: Body<C>) -> NodeBuilder<'_, C> {
+        let owner = Owner::Node(self.nodes.len() as u32);
+        self.names.push(name);
+        self.nodes.push(NodeSpec { lane, pinned, body });
+        NodeBuilder {
+            builder: self,
+            owner,
+        }
+    }
+
+    /// The set called `name`, made empty the first time: a named group of
+    /// nodes (and of other sets) that may be ordered, conditioned and
+    /// given accesses as a whole. Nodes join it with
+    /// [`NodeBuilder::in_set`]. An ordering through a set without nodes
+    /// still holds (`a` before the empty set, `b` after it: `a` before
+    /// `b`).
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::Mutex;
+    ///
+    /// let mut builder = TaskGraph::<Mutex<Vec<&str>>>::builder();
+    /// builder.set("physics").after(["input"]);
+    /// builder.set("render").after(["physics"]);
+    /// builder.set("input");
+    /// let log = |name: &'static str| move |cx: &engine_tasks::NodeContext<'_, Mutex<Vec<&str>>>| {
+    ///     cx.data().lock().unwrap().push(name)
+    /// };
+    /// builder.node("draw", Lane::FrameCritical, log("draw")).in_set("render");
+    /// builder.node("collide", Lane::FrameCritical, log("collide")).in_set("physics");
+    /// builder.node("read_pad", Lane::FrameCritical, log("read_pad")).in_set("input");
+    /// let mut graph = builder.build().unwrap();
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let order = Mutex::new(Vec::new());
+    /// graph.run(&pool, &order).unwrap();
+    /// assert_eq!(*order.lock().unwrap(), ["read_pad", "collide", "draw"]);
+    /// ```
+    pub fn set(&mut self, name: impl Into<Name>) -> SetBuilder<'_, C> {
+        let name = name.into();
+        let index = match self.sets.iter().position(|set| *set == name) {
+            Some(index) => index,
+            None => {
+                self.sets.push(name);
+                self.sets.len() - 1
+            }
+        };
+        SetBuilder {
+            builder: self,
+            owner: Owner::Set(index as u32),
+        }
+    }
+
+    /// What to do with conflicting accesses that no ordering orders
+    /// (default: order them by declaration; see [`Ambiguities`]).
+    ///
+    /// ```
+    /// use engine_tasks::graph::{Ambiguities, Resources};
+    /// use engine_tasks::{GraphError, Lane, TaskGraph};
+    ///
+    /// struct Health(u32);
+    /// let mut builder = TaskGraph::<Resources>::builder();
+    /// builder.node("damage", Lane::Normal, |_| {}).writes::<Health>();
+    /// builder.node("heal", Lane::Normal, |_| {}).writes::<Health>();
+    /// builder.ambiguities(Ambiguities::Error);
+    /// assert!(matches!(builder.build(), Err(GraphError::Ambiguous(_))));
+    /// ```
+    pub fn ambiguities(&mut self, ambiguities: Ambiguities) -> &mut Self {
+        self.ambiguities = ambiguities;
+        self
+    }
+
+    /// Empties the builder for the next graph, keeping its options and the
+    /// memory it holds: a builder filled again with a graph of the same
+    /// shape, and compiled with [`build_into`](Self::build_into), allocates
+    /// nothing.
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.names.clear();
+        self.sets.clear();
+        self.orders.clear();
+        self.memberships.clear();
+        self.conditions.clear();
+        self.accesses.clear();
+    }
+
+    /// Validates and compiles into `compiled` (the nodes stay here).
+    fn compile(&mut self, compiled: &mut Compiled) -> Result<(), GraphError> {
+        self.owners.clear();
+        self.owners.extend(self.conditions.iter().map(|(o, _)| *o));
+        let input = compile::Input {
+            nodes: &self.names,
+            sets: &self.sets,
+            orders: &self.orders,
+            memberships: &self.memberships,
+            accesses: &self.accesses,
+            condition_owners: &self.owners,
+            ambiguities_are_errors: self.ambiguities == Ambiguities::Error,
+        };
+        compile::compile(&input, compiled, &mut self.scratch)
+    }
+
+    /// Validates the nodes and compiles the graph.
+    ///
+    /// ```
+    /// use engine_tasks::{GraphError, Lane, TaskGraph};
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("animation", Lane::Normal, |_| {}).after(["physics"]);
+    /// builder.node("physics", Lane::Normal, |_| {}).after(["animation"]);
+    /// let error = builder.build().unwrap_err();
+    /// assert!(matches!(error, GraphError::Cycle(_)));
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     r#"dependency cycle: "animation" -> "physics" -> "animation""#
+    /// );
+    /// ```
+    pub fn build(mut self) -> Result<TaskGraph<C>, GraphError> {
+        let mut compiled = Compiled::default();
+        self.compile(&mut compiled)?;
+        Ok(TaskGraph {
+            runtime: Runtime::new(self, compiled),
+        })
+    }
+
+    /// Compiles the builder's graph into `graph`, reusing its memory and
+    /// the builder's, and empties the builder (as [`clear`](Self::clear))
+    /// for the next one. For graphs built every frame (a render graph
+    /// whose passes change): once a graph of the same shape was built, this
+    /// allocates nothing, as long as node names are `&'static str` and
+    /// bodies and conditions capture nothing (their boxes then hold no
+    /// data). A node whose name was in the last graph keeps its measured
+    /// time, so critical-path-first ordering and the decision to share a
+    /// frame carry over. On an error `graph` is left as it was.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    ///
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    /// let mut builder = TaskGraph::<AtomicU32>::builder();
+    /// let mut graph = TaskGraph::<AtomicU32>::builder().build().unwrap();
+    /// let passes = AtomicU32::new(0);
+    /// for frame in 0..4 {
+    ///     builder.node("shadows", Lane::FrameCritical, |cx| {
+    ///         cx.data().fetch_add(1, Ordering::Relaxed);
+    ///     });
+    ///     if frame % 2 == 0 {
+    ///         // A pass only in even frames.
+    ///         builder.node("bloom", Lane::FrameCritical, |cx| {
+    ///             cx.data().fetch_add(1, Ordering::Relaxed);
+    ///         }).after(["shadows"]);
+    ///     }
+    ///     builder.build_into(&mut graph).unwrap();
+    ///     graph.run(&pool, &passes).unwrap();
+    /// }
+    /// assert_eq!(passes.load(Ordering::Relaxed), 6);
+    /// ```
+    pub fn build_into(&mut self, graph: &mut TaskGraph<C>) -> Result<(), GraphError> {
+        let mut compiled = graph.runtime.take_compiled();
+        let result = self.compile(&mut compiled);
+        match result {
+            Ok(()) => graph.runtime.rebuild(self, compiled),
+            Err(_) => graph.runtime.put_back_compiled(compiled),
+        }
+        self.clear();
+        result
+    }
+}

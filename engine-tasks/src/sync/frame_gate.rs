@@ -1,0 +1,169 @@
+//! A yes-or-no answer worked out once per frame, by whichever thread asks
+//! first: a set's run conditions, evaluated when the first of its nodes is
+//! about to run (`graph/runtime/frame.rs`).
+//!
+//! # States
+//!
+//! One word: the frame's epoch (frames numbered from 1) shifted left by two,
+//! and two bits: `EVALUATING`, `NO` or `YES`. A word of an older epoch
+//! means "not asked yet this frame", so nothing is reset between frames.
+//!
+//! * The first thread to ask swaps in `(epoch, EVALUATING)` with a
+//!   compare-exchange, evaluates, and stores `(epoch, answer)` with
+//!   Release. If the evaluation panics, it stores `NO` before the panic goes
+//!   on, so no asker waits for ever.
+//! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
+//!   yielding) for the answer, which it reads with Acquire; one that finds
+//!   an answer of its epoch takes it.
+//!
+//! Exactly one thread evaluates per frame: the compare-exchange from the
+//! old word succeeds once, and every later asker sees the epoch's word.
+
+use crate::loom::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use crossbeam_utils::Backoff;
+
+const EVALUATING: u64 = 1;
+const NO: u64 = 2;
+const YES: u64 = 3;
+
+/// See the module docs.
+pub(crate) struct FrameGate {
+    state: AtomicU64,
+}
+
+impl FrameGate {
+    pub(crate) fn new() -> Self {
+        FrameGate {
+            state: AtomicU64::new(0),
+        }
+    }
+
+    /// The answer for frame `epoch` (at least 1): `evaluate` runs on exactly
+    /// one of the threads that ask in that frame, the others get its answer.
+    pub(crate) fn answer(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
+        debug_assert!(epoch > 0 && epoch < 1 << 62);
+        #[cfg(not(loom))]
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: pairs with the Release store of the answer, so the
+            // evaluator's reads and writes happen before ours.
+            let word = self.state.load(Ordering::Acquire);
+            if word >> 2 == epoch {
+                match word & 3 {
+                    NO => return false,
+                    YES => return true,
+                    _ => {
+                        // Another thread is evaluating: wait for its answer.
+                        #[cfg(loom)]
+                        crate::loom::thread::yield_now();
+                        #[cfg(not(loom))]
+                        backoff.snooze();
+                        continue;
+                    }
+                }
+            }
+            // Acquire on success: as above, for the previous frame's word.
+            // Relaxed on failure: the loop loads again.
+            if self
+                .state
+                .compare_exchange(
+                    word,
+                    epoch << 2 | EVALUATING,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                let mut publish = Publish {
+                    gate: self,
+                    epoch,
+                    answer: NO,
+                };
+                let answer = evaluate();
+                publish.answer = if answer { YES } else { NO };
+                return answer;
+            }
+        }
+    }
+}
+
+/// Stores the evaluator's answer when dropped: `NO` if the evaluation
+/// panicked (see the module docs).
+struct Publish<'a> {
+    gate: &'a FrameGate,
+    epoch: u64,
+    answer: u64,
+}
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire loads of the waiting askers.
+        self.gate
+            .state
+            .store(self.epoch << 2 | self.answer, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn each_frame_evaluates_once_and_panics_answer_no() {
+        let gate = FrameGate::new();
+        let evaluations = AtomicUsize::new(0);
+        let yes = || {
+            evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            true
+        };
+        assert!(gate.answer(1, yes));
+        assert!(gate.answer(1, || unreachable!("frame 1 was answered")));
+        assert!(!gate.answer(2, || false));
+        let panicked = std::panic::catch_unwind(|| gate.answer(3, || panic!("a bad condition")));
+        assert!(panicked.is_err());
+        assert!(!gate.answer(3, || unreachable!("frame 3 answered no")));
+        assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::loom::atomic::AtomicUsize;
+    use crate::loom::{thread, Arc};
+
+    /// Two threads ask in the same frame, then in the next: each frame's
+    /// condition runs once, both get its answer, and what the evaluator
+    /// wrote before answering is visible to the other.
+    #[test]
+    fn one_evaluation_per_frame_and_both_see_it() {
+        loom::model(|| {
+            let gate = Arc::new(FrameGate::new());
+            let evaluations = Arc::new(AtomicUsize::new(0));
+            let ask = |gate: &FrameGate, evaluations: &AtomicUsize, epoch: u64| {
+                gate.answer(epoch, || {
+                    // Relaxed: published by the gate's Release store.
+                    evaluations.fetch_add(1, Ordering::Relaxed);
+                    epoch == 1
+                })
+            };
+            let other = {
+                let (gate, evaluations) = (gate.clone(), evaluations.clone());
+                thread::spawn(move || {
+                    let answer = ask(&gate, &evaluations, 1);
+                    // Relaxed: ordered by the gate's Acquire load.
+                    assert!(evaluations.load(Ordering::Relaxed) >= 1);
+                    answer
+                })
+            };
+            assert!(ask(&gate, &evaluations, 1));
+            assert!(other.join().unwrap());
+            // Relaxed: the join ordered it.
+            assert_eq!(evaluations.load(Ordering::Relaxed), 1);
+            assert!(!ask(&gate, &evaluations, 2));
+            assert_eq!(evaluations.load(Ordering::Relaxed), 2);
+        });
+    }
+}
