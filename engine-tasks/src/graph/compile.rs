@@ -18,11 +18,13 @@
 //! # Accesses
 //!
 //! Every pair of nodes whose accesses conflict (`access.rs`) and that no
-//! ordering orders, directly or transitively, is an *ambiguity*: it gets an
-//! edge from the node declared first to the other, unless the builder makes
-//! ambiguities an error. Pairs are taken in declaration order and the
-//! reachability between accessing nodes is updated after each added edge,
-//! so no added edge can close a cycle.
+//! declared ordering orders, directly or transitively, is an *ambiguity*.
+//! Unless the builder makes ambiguities an error, they are ordered by
+//! declaration: each node, in declaration order, gets an edge from each
+//! conflicting node declared before it that nothing orders against it yet,
+//! nearest first (so conflicting nodes in a row form a chain, not every
+//! pair). The reachability between accessing nodes is updated after each
+//! added edge, so no added edge can close a cycle.
 //!
 //! All of it reuses the compiler's buffers: a graph of the same shape as
 //! the last one compiles without allocating (`TaskGraphBuilder::build_into`).
@@ -369,30 +371,38 @@ fn check_acyclic(input: &Input<'_>, scratch: &mut Scratch) -> Result<(), GraphEr
 }
 
 /// The names along a cycle of the extended graph, in running order (a set
-/// once, though it has two vertices).
+/// once, though it has two vertices). Every vertex Kahn's algorithm left
+/// has a left predecessor (that is why it was left), so walking
+/// predecessors from one of them must come back to a vertex walked before,
+/// and the walk between the two visits is a cycle.
 fn cycle_names(input: &Input<'_>, scratch: &Scratch) -> Vec<String> {
     let vertices = scratch.extended.start.len() - 1;
     let stuck = |v: u32| scratch.pending[v as usize] > 0;
+    let mut predecessors: Vec<Vec<u32>> = vec![Vec::new(); vertices];
+    for from in 0..vertices {
+        for &to in scratch.extended.row(from) {
+            predecessors[to as usize].push(from as u32);
+        }
+    }
     let start = (0..vertices as u32)
         .find(|&v| stuck(v))
         .expect("a vertex is left");
-    // Walk forward along stuck vertices until one repeats.
     let mut position = vec![usize::MAX; vertices];
     let mut walk = Vec::new();
     let mut v = start;
     while position[v as usize] == usize::MAX {
         position[v as usize] = walk.len();
         walk.push(v);
-        v = *scratch
-            .extended
-            .row(v as usize)
+        v = *predecessors[v as usize]
             .iter()
-            .find(|&&to| stuck(to))
-            .expect("a stuck vertex has a stuck successor on a cycle");
+            .find(|&&p| stuck(p))
+            .expect("a left vertex has a left predecessor");
     }
-    let cycle = &walk[position[v as usize]..];
+    // The walk went backwards: reverse it into running order.
+    let mut cycle = walk.split_off(position[v as usize]);
+    cycle.reverse();
     let mut names: Vec<String> = Vec::new();
-    for &v in cycle {
+    for &v in &cycle {
         let name = vertex_name(input, v);
         if names.last().map(String::as_str) != Some(name) {
             names.push(name.to_owned());
@@ -572,19 +582,36 @@ fn derive_access_edges(
     let reaches = |reach: &[u64], from: u32, bit: usize| {
         reach[from as usize * words + bit / 64] >> (bit % 64) & 1 == 1
     };
+    let conflict = |out: &Compiled, a: u32, b: u32| {
+        conflict_between(
+            out.node_access.row(a as usize),
+            out.node_access.row(b as usize),
+        )
+    };
+    // The ambiguities: conflicting pairs no declared ordering orders.
     for ai in 0..k {
         for bi in ai + 1..k {
             let (a, b) = (scratch.accessing[ai], scratch.accessing[bi]);
-            let Some(what) = conflict_between(
-                out.node_access.row(a as usize),
-                out.node_access.row(b as usize),
-            ) else {
+            let Some(what) = conflict(out, a, b) else {
                 continue;
             };
-            if reaches(&scratch.reach, a, bi) || reaches(&scratch.reach, b, ai) {
+            if !reaches(&scratch.reach, a, bi) && !reaches(&scratch.reach, b, ai) {
+                out.ambiguities.push((a, b, what));
+            }
+        }
+    }
+    // Then their edges: for each node in declaration order, against the
+    // nodes declared before it, nearest first, so that a chain of
+    // conflicting nodes gets a chain of edges.
+    for bi in 0..k {
+        for ai in (0..bi).rev() {
+            let (a, b) = (scratch.accessing[ai], scratch.accessing[bi]);
+            if conflict(out, a, b).is_none()
+                || reaches(&scratch.reach, a, bi)
+                || reaches(&scratch.reach, b, ai)
+            {
                 continue;
             }
-            out.ambiguities.push((a, b, what));
             scratch.edges.push((a, b));
             // Everything that reaches `a` (and `a`) now reaches `b` and all
             // it reaches.
