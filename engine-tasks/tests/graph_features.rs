@@ -3,7 +3,7 @@
 
 use engine_tasks::graph::{AccessId, Ambiguities, NodeOutcome, Resources};
 use engine_tasks::{GraphError, Lane, NodeContext, Pool, TaskGraph};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 mod common;
@@ -483,6 +483,10 @@ fn random_graphs_with_sets_conditions_and_accesses() {
         writing: [AtomicU32; 3],
         readers: [AtomicU32; 3],
         violations: AtomicUsize,
+        /// A step counter, and each node's steps at its last start and end.
+        step: AtomicU64,
+        start_step: Vec<AtomicU64>,
+        end_step: Vec<AtomicU64>,
     }
     for _ in 0..120 {
         let n = 4 + next(20) as usize;
@@ -518,6 +522,8 @@ fn random_graphs_with_sets_conditions_and_accesses() {
                 let access = access.clone();
                 move |cx: &NodeContext<'_, State>| {
                     let state = cx.data();
+                    let step = state.step.fetch_add(1, Ordering::SeqCst);
+                    state.start_step[i].store(step, Ordering::SeqCst);
                     for &(r, write) in &access {
                         if write {
                             if state.writing[r].swap(1, Ordering::SeqCst) != 0
@@ -541,6 +547,8 @@ fn random_graphs_with_sets_conditions_and_accesses() {
                             state.readers[r].fetch_sub(1, Ordering::SeqCst);
                         }
                     }
+                    let step = state.step.fetch_add(1, Ordering::SeqCst);
+                    state.end_step[i].store(step, Ordering::SeqCst);
                     state.finished[i].fetch_add(1, Ordering::SeqCst);
                 }
             };
@@ -577,6 +585,9 @@ fn random_graphs_with_sets_conditions_and_accesses() {
             writing: Default::default(),
             readers: Default::default(),
             violations: AtomicUsize::new(0),
+            step: AtomicU64::new(0),
+            start_step: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            end_step: (0..n).map(|_| AtomicU64::new(0)).collect(),
         };
         let mut ran = vec![0u32; n];
         for _ in 0..4 {
@@ -594,7 +605,9 @@ fn random_graphs_with_sets_conditions_and_accesses() {
             for &(d, i) in &edges {
                 let (a, b) = (stats.node(d), stats.node(i));
                 if a.outcome == NodeOutcome::Ran && b.outcome == NodeOutcome::Ran {
-                    assert!(a.start + a.duration <= b.start, "{d} before {i}");
+                    let ended = state.end_step[d].load(Ordering::SeqCst);
+                    let started = state.start_step[i].load(Ordering::SeqCst);
+                    assert!(ended < started, "{d} before {i}");
                 }
             }
         }
