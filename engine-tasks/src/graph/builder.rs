@@ -6,6 +6,7 @@
 
 use super::access::{Access, AccessId, AccessMode, Resources};
 use super::compile::{self, Compiled, Scratch};
+use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
 use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
@@ -81,6 +82,12 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     pub(super) scratch: Scratch,
     /// The owner of each condition, for the compiler.
     owners: Vec<Owner>,
+    /// What the last build compiled (given to the graph it builds, which
+    /// gives back its old one for the next build).
+    pub(super) compiled: Compiled,
+    /// The memory of bodies and conditions of graphs this builder replaced
+    /// (`recycle.rs`), for the closures of the next.
+    pub(super) memory: BoxMemory,
 }
 
 impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
@@ -101,6 +108,8 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             ambiguities: Ambiguities::default(),
             scratch: Scratch::default(),
             owners: Vec::new(),
+            compiled: Compiled::default(),
+            memory: BoxMemory::default(),
         }
     }
 }
@@ -187,9 +196,8 @@ macro_rules! common_methods {
         where
             F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,
         {
-            self.builder
-                .conditions
-                .push((self.owner, Box::new(condition)));
+            let condition = self.builder.memory.boxed(condition);
+            self.builder.conditions.push((self.owner, condition));
             self
         }
 
@@ -334,7 +342,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        self.push(name.into(), lane, false, Box::new(body))
+        let body = self.memory.boxed(body);
+        self.push(name.into(), lane, false, body)
     }
 
     /// Adds a node that runs only on the thread that calls
@@ -364,7 +373,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        self.push(name.into(), Lane::FrameCritical, true, Box::new(body))
+        let body = self.memory.boxed(body);
+        self.push(name.into(), Lane::FrameCritical, true, body)
     }
 
     /// How ready nodes are ordered (default: critical path first).
@@ -550,17 +560,21 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// shape, and compiled with [`build_into`](Self::build_into), allocates
     /// nothing.
     pub fn clear(&mut self) {
-        self.nodes.clear();
         self.names.clear();
         self.sets.clear();
         self.orders.clear();
         self.memberships.clear();
-        self.conditions.clear();
         self.accesses.clear();
+        for node in self.nodes.drain(..) {
+            self.memory.keep(node.body);
+        }
+        for (_, condition) in self.conditions.drain(..) {
+            self.memory.keep(condition);
+        }
     }
 
-    /// Validates and compiles into `compiled` (the nodes stay here).
-    fn compile(&mut self, compiled: &mut Compiled) -> Result<(), GraphError> {
+    /// Validates and compiles into `self.compiled` (the nodes stay here).
+    fn compile(&mut self) -> Result<(), GraphError> {
         self.owners.clear();
         self.owners.extend(self.conditions.iter().map(|(o, _)| *o));
         let input = compile::Input {
@@ -572,7 +586,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
             condition_owners: &self.owners,
             ambiguities_are_errors: self.ambiguities == Ambiguities::Error,
         };
-        compile::compile(&input, compiled, &mut self.scratch)
+        compile::compile(&input, &mut self.compiled, &mut self.scratch)
     }
 
     /// Validates the nodes and compiles the graph.
@@ -591,10 +605,9 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// );
     /// ```
     pub fn build(mut self) -> Result<TaskGraph<C>, GraphError> {
-        let mut compiled = Compiled::default();
-        self.compile(&mut compiled)?;
+        self.compile()?;
         Ok(TaskGraph {
-            runtime: Runtime::new(self, compiled),
+            runtime: Runtime::new(self),
         })
     }
 
@@ -602,11 +615,13 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// the builder's, and empties the builder (as [`clear`](Self::clear))
     /// for the next one. For graphs built every frame (a render graph
     /// whose passes change): once a graph of the same shape was built, this
-    /// allocates nothing, as long as node names are `&'static str` and
-    /// bodies and conditions capture nothing (their boxes then hold no
-    /// data). A node whose name was in the last graph keeps its measured
-    /// time, so critical-path-first ordering and the decision to share a
-    /// frame carry over. On an error `graph` is left as it was.
+    /// allocates nothing, as long as node names are `&'static str` (an
+    /// owned name is the caller's allocation): the bodies and conditions of
+    /// the graph it replaces leave their memory to those of the next graph
+    /// of the same closure types. A node whose name was in the last graph
+    /// keeps its measured time, so critical-path-first ordering and the
+    /// decision to share a frame carry over. On an error `graph` is left as
+    /// it was, and the builder is emptied all the same.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
@@ -632,13 +647,11 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(passes.load(Ordering::Relaxed), 6);
     /// ```
     pub fn build_into(&mut self, graph: &mut TaskGraph<C>) -> Result<(), GraphError> {
-        let mut compiled = graph.runtime.take_compiled();
-        let result = self.compile(&mut compiled);
+        let result = self.compile();
         match result {
-            Ok(()) => graph.runtime.rebuild(self, compiled),
-            Err(_) => graph.runtime.put_back_compiled(compiled),
+            Ok(()) => graph.runtime.rebuild(self),
+            Err(_) => self.clear(),
         }
-        self.clear();
         result
     }
 }

@@ -96,6 +96,14 @@ impl<T: Copy> Rows<T> {
         }
     }
 
+    /// Makes these rows a copy of `other`, in the memory these hold.
+    pub(super) fn copy_from(&mut self, other: &Rows<T>) {
+        self.start.clear();
+        self.start.extend_from_slice(&other.start);
+        self.items.clear();
+        self.items.extend_from_slice(&other.items);
+    }
+
     pub(super) fn row(&self, i: usize) -> &[T] {
         &self.items[self.start[i] as usize..self.start[i + 1] as usize]
     }

@@ -154,6 +154,7 @@ mod builder;
 mod compile;
 mod context;
 mod error;
+mod recycle;
 mod run_record;
 mod runtime;
 mod stats;

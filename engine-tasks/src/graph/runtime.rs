@@ -49,7 +49,7 @@ mod frame;
 mod planned;
 mod policy;
 
-use frame::{FrameView, Gates, Shared, NONE};
+use frame::{FrameView, Gates, Rebuild, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
     IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY, REPRIORITIZE_EVERY,
@@ -57,7 +57,7 @@ use policy::{
 };
 
 use super::access::Resources;
-use super::builder::{Name, TaskGraphBuilder};
+use super::builder::{Body, Condition, Name, TaskGraphBuilder};
 use super::compile::{Compiled, Target};
 use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
@@ -70,6 +70,7 @@ use crate::pool::registry::Shared as PoolShared;
 use crate::pool::spawn::panic_message;
 use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
+use crate::sync::frame_gate::FrameGate;
 use crate::sync::latch::Waiter;
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
@@ -94,17 +95,17 @@ struct FrameStart {
 pub(super) struct Runtime<C: ?Sized> {
     shared: NonNull<Shared<C>>,
     order: ReadyOrder,
-    topological: Box<[u32]>,
-    roots: Box<[u32]>,
+    topological: Vec<u32>,
+    roots: Vec<u32>,
     /// The nodes without successors.
-    sinks: Box<[u32]>,
+    sinks: Vec<u32>,
     /// The least urgent lane among the nodes that any thread may run.
     floor: Lane,
     /// Smoothed node times in clock ticks, and the priorities made of them.
-    estimate: Box<[u64]>,
+    estimate: Vec<u64>,
     /// The sum of `estimate`.
     estimate_total: u64,
-    priority: Box<[u64]>,
+    priority: Vec<u64>,
     /// The frame after which priorities were last recomputed from measured
     /// times (`None` before the first).
     reprioritized_after: Option<u64>,
@@ -140,7 +141,17 @@ pub(super) struct Runtime<C: ?Sized> {
     set_on: Vec<bool>,
     /// How a frame finds its resources, if the graph declared any.
     resources_of: Option<fn(&C) -> &Resources>,
+    /// Buffers of `rebuild`: estimates by label number ([`UNKNOWN`] where
+    /// none), the labels of the graph being replaced, and its bodies and
+    /// conditions (given to the builder's memory once the new graph is in).
+    by_label: Vec<u64>,
+    old_labels: Vec<u32>,
+    retired_bodies: Vec<Body<C>>,
+    retired_conditions: Vec<Condition<C>>,
 }
+
+/// No estimate in `Runtime::by_label`.
+const UNKNOWN: u64 = u64::MAX;
 
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
 // runtime is thread-bound; between frames only the owner touches it.
@@ -157,131 +168,173 @@ impl<C: ?Sized> Drop for Runtime<C> {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    /// The graph `builder` describes, compiled into `compiled`.
-    pub(super) fn new(mut builder: TaskGraphBuilder<C>, compiled: Compiled) -> Self {
-        Runtime::from_builder(&mut builder, compiled)
+    /// The graph `builder` describes (compiled into `builder.compiled`).
+    pub(super) fn new(mut builder: TaskGraphBuilder<C>) -> Self {
+        let mut runtime = Runtime::empty();
+        runtime.rebuild(&mut builder);
+        runtime
     }
 
-    /// Takes the builder's nodes, sets and conditions (leaving it empty with
-    /// its memory) into a new runtime.
-    fn from_builder(builder: &mut TaskGraphBuilder<C>, compiled: Compiled) -> Self {
+    /// A graph of no nodes, to be filled by `rebuild`.
+    fn empty() -> Self {
+        Runtime {
+            shared: Shared::leak_empty(),
+            order: ReadyOrder::default(),
+            topological: Vec::new(),
+            roots: Vec::new(),
+            sinks: Vec::new(),
+            floor: Lane::FrameCritical,
+            estimate: Vec::new(),
+            estimate_total: 0,
+            priority: Vec::new(),
+            reprioritized_after: None,
+            frames: 0,
+            counted_frames: 0,
+            rate: TickRate::new(),
+            stats: FrameStats::with_nodes(0),
+            parked_before: Vec::new(),
+            // The first frame starts alone, and hands over after its first
+            // node if that shows the frame is worth a second thread.
+            waking: false,
+            share_above: ShareThreshold::default(),
+            plan: AlonePlan::new(),
+            plan_lane: None,
+            ran_alone: 0,
+            last_end_tick: None,
+            gap_estimate: f64::INFINITY,
+            compiled: Compiled::default(),
+            set_names: Vec::new(),
+            node_on: Vec::new(),
+            set_on: Vec::new(),
+            resources_of: None,
+            by_label: Vec::new(),
+            old_labels: Vec::new(),
+            retired_bodies: Vec::new(),
+            retired_conditions: Vec::new(),
+        }
+    }
+
+    /// Replaces the graph, in place, by the one `builder` describes and
+    /// compiled (into `builder.compiled`, which gets this graph's compiled
+    /// form back for the next build), and leaves the builder empty with its
+    /// memory. Nodes whose names the graph had keep their estimates; the
+    /// frame count, tick rate and frame-loop timing carry over. Once a graph
+    /// of the same shape was built, this allocates nothing: every buffer
+    /// keeps its capacity, and the replaced bodies and conditions go to the
+    /// builder's memory (`recycle.rs`) for the next graph's.
+    pub(super) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>) {
+        std::mem::swap(&mut self.compiled, &mut builder.compiled);
         let n = builder.nodes.len();
-        let (order, timed) = (builder.order, builder.timed);
         let specs = &builder.nodes;
+        self.order = builder.order;
         // Planned frames need one lane for every node, none pinned, and
         // priorities to plan by.
         let first_lane = specs.first().map_or(Lane::FrameCritical, |s| s.lane);
-        let plan_lane = (builder.plan_frames
-            && order == ReadyOrder::CriticalPathFirst
+        self.plan_lane = (builder.plan_frames
+            && self.order == ReadyOrder::CriticalPathFirst
             && specs.iter().all(|s| !s.pinned && s.lane == first_lane))
         .then_some(first_lane);
-        let floor = specs
+        self.floor = specs
             .iter()
             .filter(|s| !s.pinned)
             .map(|s| s.lane)
             .max()
             .unwrap_or(Lane::FrameCritical);
-        let lane_of = specs.iter().map(|s| s.lane).collect();
-        let roots: Box<[u32]> = (0..n as u32)
-            .filter(|&i| compiled.dependencies.row(i as usize).is_empty())
-            .collect();
-        let sinks = (0..n as u32)
-            .filter(|&i| compiled.successors.row(i as usize).is_empty())
-            .collect();
-        let topological = compiled.topological.as_slice().into();
-        let gates = gates_of(builder, &compiled);
-        let inline_successors = order == ReadyOrder::CriticalPathFirst;
-        let nodes = builder.nodes.drain(..).zip(builder.names.drain(..));
-        let shared = Shared::leak_new(
-            nodes,
-            &compiled,
-            gates,
-            inline_successors,
-            timed,
-            first_lane,
-        );
-        let mut runtime = Runtime {
-            shared,
-            order,
-            topological,
-            roots,
-            sinks,
-            floor,
-            estimate: vec![0; n].into(),
-            estimate_total: 0,
-            priority: vec![0; n].into(),
-            reprioritized_after: None,
-            frames: 0,
-            counted_frames: 0,
-            rate: TickRate::new(),
-            stats: FrameStats::with_nodes(n),
-            parked_before: Vec::new(),
-            // The first frame starts alone, and hands over after its first
-            // node if that shows the frame is worth a second thread.
-            waking: false,
-            share_above: builder.share_above,
-            plan: AlonePlan::new(lane_of, order),
-            plan_lane,
-            ran_alone: 0,
-            last_end_tick: None,
-            gap_estimate: f64::INFINITY,
-            set_names: builder.sets.drain(..).collect(),
-            node_on: vec![true; n],
-            set_on: Vec::new(),
-            resources_of: builder.resources_of,
+        self.plan.rebuild(specs.iter().map(|s| s.lane), self.order);
+        self.remember_estimates();
+        let compiled = &self.compiled;
+        self.roots.clear();
+        self.roots
+            .extend((0..n as u32).filter(|&i| compiled.dependencies.row(i as usize).is_empty()));
+        self.sinks.clear();
+        self.sinks
+            .extend((0..n as u32).filter(|&i| compiled.successors.row(i as usize).is_empty()));
+        self.topological.clear();
+        self.topological.extend_from_slice(&compiled.topological);
+        let graph = self.shared.as_ptr().cast_const();
+        // SAFETY: as in `shared_mut` (`&mut self`: no frame runs); borrowed
+        // alongside the runtime's other fields, which it does not alias.
+        let shared = unsafe { &mut *self.shared.as_ptr() };
+        shared.rebuild(
+            builder.nodes.drain(..).zip(builder.names.drain(..)),
             compiled,
-        };
-        runtime.set_on = vec![true; runtime.set_names.len()];
+            Rebuild {
+                graph,
+                inline_successors: self.order == ReadyOrder::CriticalPathFirst,
+                timed: builder.timed,
+                lane: first_lane,
+                wakes: self.waking,
+            },
+            &mut self.retired_bodies,
+        );
+        rebuild_gates(
+            &mut shared.gates,
+            n,
+            builder,
+            compiled,
+            &mut self.retired_conditions,
+        );
+        self.recall_estimates();
+        self.priority.clear();
+        self.priority.resize(n, 0);
+        self.reprioritized_after = None;
+        // The node states start afresh (`Shared::rebuild`), so do their
+        // epochs.
+        self.counted_frames = 0;
+        self.stats.reset(n);
+        self.share_above = builder.share_above;
+        self.ran_alone = 0;
+        self.set_names.clear();
+        self.set_names.extend(builder.sets.drain(..));
+        self.node_on.clear();
+        self.node_on.resize(n, true);
+        self.set_on.clear();
+        self.set_on.resize(self.set_names.len(), true);
+        self.resources_of = builder.resources_of;
         builder.clear();
-        runtime.reprioritize();
-        runtime.replan_if_stale();
-        runtime
-    }
-
-    /// Replaces the graph by the one `builder` describes, compiled into
-    /// `compiled`; nodes whose names it had keep their estimates, and the
-    /// frame count, tick rate and frame-loop timing carry over.
-    pub(super) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>, compiled: Compiled) {
-        let mut fresh = Runtime::from_builder(builder, compiled);
-        // Estimates follow node names, through their interned labels.
-        let mut by_label: Vec<u64> = Vec::new();
-        {
-            // SAFETY: as in `shared_mut`; only labels are read.
-            let old = unsafe { self.shared.as_ref() };
-            for (node, &estimate) in old.nodes.iter().zip(self.estimate.iter()) {
-                let id = node.label.id() as usize;
-                if by_label.len() <= id {
-                    by_label.resize(id + 1, 0);
-                }
-                by_label[id] = estimate;
-            }
+        for body in self.retired_bodies.drain(..) {
+            builder.memory.keep(body);
         }
-        // SAFETY: as above, for the new runtime.
-        let new = unsafe { fresh.shared.as_ref() };
-        for (i, node) in new.nodes.iter().enumerate() {
-            if let Some(&estimate) = by_label.get(node.label.id() as usize) {
-                fresh.estimate[i] = estimate;
-            }
+        for condition in self.retired_conditions.drain(..) {
+            builder.memory.keep(condition);
         }
-        fresh.estimate_total = fresh.estimate.iter().sum();
-        fresh.frames = self.frames;
-        fresh.rate = std::mem::replace(&mut self.rate, TickRate::new());
-        fresh.waking = self.waking;
-        fresh.last_end_tick = self.last_end_tick;
-        fresh.gap_estimate = self.gap_estimate;
-        fresh.reprioritize();
-        fresh.replan_if_stale();
-        *self = fresh;
+        self.reprioritize();
+        self.replan_if_stale();
     }
 
-    /// The compiled form, to compile the next build into (see `rebuild`).
-    pub(super) fn take_compiled(&mut self) -> Compiled {
-        std::mem::take(&mut self.compiled)
+    /// Files the estimates of the graph about to be replaced by label
+    /// number, for `recall_estimates`.
+    fn remember_estimates(&mut self) {
+        // SAFETY: as in `shared_mut`; only labels are read.
+        let old = unsafe { self.shared.as_ref() };
+        self.old_labels.clear();
+        for (node, &estimate) in old.nodes.iter().zip(&self.estimate) {
+            let id = node.label.id();
+            if self.by_label.len() <= id as usize {
+                self.by_label.resize(id as usize + 1, UNKNOWN);
+            }
+            self.by_label[id as usize] = estimate;
+            self.old_labels.push(id);
+        }
     }
 
-    /// Gives back what `take_compiled` took, after a failed build.
-    pub(super) fn put_back_compiled(&mut self, compiled: Compiled) {
-        self.compiled = compiled;
+    /// Gives each node of the new graph the estimate its name had, and
+    /// forgets the old graph's.
+    fn recall_estimates(&mut self) {
+        // SAFETY: as in `shared_mut`; only labels are read.
+        let new = unsafe { self.shared.as_ref() };
+        let by_label = &self.by_label;
+        self.estimate.clear();
+        self.estimate.extend(new.nodes.iter().map(|node| {
+            match by_label.get(node.label.id() as usize) {
+                Some(&estimate) if estimate != UNKNOWN => estimate,
+                _ => 0,
+            }
+        }));
+        self.estimate_total = self.estimate.iter().sum();
+        for &id in &self.old_labels {
+            self.by_label[id as usize] = UNKNOWN;
+        }
     }
 
     /// Turns the node or set `name` on or off (see `TaskGraph::set_enabled`).
@@ -700,16 +753,26 @@ fn bit_of(slot: u32) -> u64 {
     1u64.checked_shl(slot).unwrap_or(0)
 }
 
-/// The run conditions, toggles and accesses of a graph being built, in the
-/// form the frame reads them.
-fn gates_of<C: ?Sized>(builder: &mut TaskGraphBuilder<C>, compiled: &Compiled) -> Gates<C> {
-    use super::compile::Rows;
-    use crate::sync::frame_gate::FrameGate;
-    let n = builder.nodes.len();
+/// Refills the run conditions, toggles and accesses for a graph of `n`
+/// nodes being built, in the form the frame reads them; the replaced
+/// conditions go to `retired`.
+fn rebuild_gates<C: ?Sized>(
+    gates: &mut Gates<C>,
+    n: usize,
+    builder: &mut TaskGraphBuilder<C>,
+    compiled: &Compiled,
+    retired: &mut Vec<Condition<C>>,
+) {
     let sets = builder.sets.len();
+    gates.disabled.clear();
+    gates.disabled.resize(n, false);
+    retired.append(&mut gates.conditions);
+    gates
+        .conditions
+        .extend(builder.conditions.drain(..).map(|(_, c)| c));
+    gates.node_conditions.copy_from(&compiled.node_conditions);
     let has_conditions = |s: u32| !compiled.set_conditions.row(s as usize).is_empty();
-    let mut node_sets = Rows::default();
-    node_sets.fill_from(n, |i| {
+    gates.node_sets.fill_from(n, |i| {
         compiled
             .node_sets
             .row(i)
@@ -717,15 +780,10 @@ fn gates_of<C: ?Sized>(builder: &mut TaskGraphBuilder<C>, compiled: &Compiled) -
             .copied()
             .filter(|&s| has_conditions(s))
     });
-    Gates {
-        disabled: vec![false; n],
-        conditions: builder.conditions.drain(..).map(|(_, c)| c).collect(),
-        node_conditions: compiled.node_conditions.clone(),
-        node_sets,
-        set_conditions: compiled.set_conditions.clone(),
-        set_gates: (0..sets).map(|_| FrameGate::new()).collect(),
-        access: compiled.node_access.clone(),
-    }
+    gates.set_conditions.copy_from(&compiled.set_conditions);
+    gates.set_gates.clear();
+    gates.set_gates.resize_with(sets, FrameGate::new);
+    gates.access.copy_from(&compiled.node_access);
 }
 
 #[cfg(test)]

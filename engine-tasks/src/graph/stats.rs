@@ -71,7 +71,7 @@ pub struct FrameStats {
     wall: Duration,
     frame_start: u64,
     nanos_per_tick: f64,
-    runs: Box<[RunRecord]>,
+    runs: Vec<RunRecord>,
     critical_path: Vec<usize>,
     slots: usize,
     /// Ticks each slot spent parked during the frame; `None` for slots
@@ -83,18 +83,37 @@ pub struct FrameStats {
 
 impl FrameStats {
     pub(super) fn with_nodes(n: usize) -> Self {
-        FrameStats {
+        let mut stats = FrameStats {
             frame: 0,
             wall: Duration::ZERO,
             frame_start: 0,
             nanos_per_tick: 0.0,
-            runs: (0..n).map(|_| RunRecord::new()).collect(),
-            critical_path: Vec::with_capacity(n),
+            runs: Vec::new(),
+            critical_path: Vec::new(),
             slots: 0,
             parked: Vec::new(),
             steals: 0,
             sharing: FrameSharing::Shared,
-        }
+        };
+        stats.reset(n);
+        stats
+    }
+
+    /// Statistics of no frame yet, for a graph of `n` nodes, in the memory
+    /// held.
+    pub(super) fn reset(&mut self, n: usize) {
+        self.frame = 0;
+        self.wall = Duration::ZERO;
+        self.frame_start = 0;
+        self.nanos_per_tick = 0.0;
+        self.runs.clear();
+        self.runs.resize_with(n, RunRecord::new);
+        self.critical_path.clear();
+        self.critical_path.reserve(n);
+        self.slots = 0;
+        self.parked.clear();
+        self.steals = 0;
+        self.sharing = FrameSharing::Shared;
     }
 
     /// The frame's number.
@@ -271,7 +290,7 @@ impl FrameStats {
         nanos_per_tick: f64,
         steals: u64,
         slots: usize,
-        runs: &mut Box<[RunRecord]>,
+        runs: &mut Vec<RunRecord>,
         sinks: &[u32],
         released_by: impl Fn(usize, &[RunRecord]) -> u32,
     ) {

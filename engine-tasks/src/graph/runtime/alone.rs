@@ -99,20 +99,30 @@ struct ReadyAlone {
     lanes: [VecDeque<u32>; Lane::COUNT],
     /// Each node's lane, apart from the nodes' larger records: the lists
     /// are filled without touching them.
-    lane_of: Box<[Lane]>,
+    lane_of: Vec<Lane>,
     /// Critical path first pushes every batch least urgent first and pops
     /// the newest; FIFO pops the oldest.
     newest_first: bool,
 }
 
 impl ReadyAlone {
-    fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
-        let nodes = lane_of.len();
+    fn new() -> Self {
         ReadyAlone {
-            lanes: std::array::from_fn(|_| VecDeque::with_capacity(nodes)),
-            lane_of,
-            newest_first: order == ReadyOrder::CriticalPathFirst,
+            lanes: std::array::from_fn(|_| VecDeque::new()),
+            lane_of: Vec::new(),
+            newest_first: true,
         }
+    }
+
+    /// Sets up the lists for nodes of these lanes, in the memory held.
+    fn rebuild(&mut self, lanes: impl Iterator<Item = Lane>, order: ReadyOrder) {
+        self.lane_of.clear();
+        self.lane_of.extend(lanes);
+        for list in &mut self.lanes {
+            list.clear();
+            list.reserve(self.lane_of.len());
+        }
+        self.newest_first = order == ReadyOrder::CriticalPathFirst;
     }
 
     /// Pushes `batch`, given most urgent first, so that its most urgent
@@ -150,36 +160,51 @@ impl ReadyAlone {
 /// built.
 pub(super) struct AlonePlan {
     /// Every node once, each after its dependencies.
-    order: Box<[u32]>,
+    order: Vec<u32>,
     /// Each node's place in `order`.
-    position: Box<[u32]>,
+    position: Vec<u32>,
     /// Each node's dependency that comes last in `order` ([`NONE`] for a
     /// root): the one that released it in a frame run alone, for the
     /// frame statistics' critical path.
-    last_dependency: Box<[u32]>,
+    last_dependency: Vec<u32>,
     /// Whether the priorities changed since `order` was worked out.
     stale: bool,
     /// Scratch of `replan`: the ready lists and dependencies not yet run.
     ready: ReadyAlone,
-    remaining: Box<[u32]>,
+    remaining: Vec<u32>,
     /// Scratch of a hand-over: the nodes whose last release it counted.
-    released: Box<[bool]>,
+    released: Vec<bool>,
 }
 
 impl AlonePlan {
-    /// An empty plan for nodes of these lanes, to be worked out by
-    /// [`replan`](Self::replan) before its first use.
-    pub(super) fn new(lane_of: Box<[Lane]>, order: ReadyOrder) -> Self {
-        let n = lane_of.len();
+    /// A plan of no nodes.
+    pub(super) fn new() -> Self {
         AlonePlan {
-            order: vec![0; n].into(),
-            position: vec![0; n].into(),
-            last_dependency: vec![NONE; n].into(),
+            order: Vec::new(),
+            position: Vec::new(),
+            last_dependency: Vec::new(),
             stale: true,
-            ready: ReadyAlone::new(lane_of, order),
-            remaining: vec![0; n].into(),
-            released: vec![false; n].into(),
+            ready: ReadyAlone::new(),
+            remaining: Vec::new(),
+            released: Vec::new(),
         }
+    }
+
+    /// An empty plan for nodes of these lanes, in the memory this one
+    /// holds, to be worked out by [`replan`](Self::replan) before its
+    /// first use.
+    pub(super) fn rebuild(&mut self, lanes: impl Iterator<Item = Lane>, order: ReadyOrder) {
+        self.ready.rebuild(lanes, order);
+        let n = self.ready.lane_of.len();
+        for list in [&mut self.order, &mut self.position, &mut self.remaining] {
+            list.clear();
+            list.resize(n, 0);
+        }
+        self.last_dependency.clear();
+        self.last_dependency.resize(n, NONE);
+        self.released.clear();
+        self.released.resize(n, false);
+        self.stale = true;
     }
 
     /// Marks the plan as out of date: the roots' or successors' order
@@ -375,7 +400,8 @@ mod tests {
         let roots: Vec<u32> = (0..n as u32)
             .filter(|&i| dependencies[i as usize] == 0)
             .collect();
-        let mut plan = AlonePlan::new(lanes.into(), order);
+        let mut plan = AlonePlan::new();
+        plan.rebuild(lanes.iter().copied(), order);
         assert!(plan.is_stale());
         plan.replan(&roots, &dependencies, |i| &successors[i as usize]);
         assert!(!plan.is_stale());

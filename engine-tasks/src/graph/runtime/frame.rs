@@ -131,14 +131,18 @@ pub(super) struct Gates<C: ?Sized> {
 }
 
 /// Everything tasks reach while a frame runs.
+///
+/// Its address never changes while the graph lives, since every task
+/// points to it: a new build of the graph replaces its contents in place
+/// (`rebuild`), between frames.
 pub(super) struct Shared<C: ?Sized> {
-    pub(super) nodes: Box<[Node<C>]>,
-    pub(super) states: Box<[CachePadded<NodeState>]>,
-    pub(super) runs: Box<[RunRecord]>,
+    pub(super) nodes: Vec<Node<C>>,
+    pub(super) states: Vec<CachePadded<NodeState>>,
+    pub(super) runs: Vec<RunRecord>,
     /// Per node, the frame epoch in which a dependency failed. Written only
     /// then, so in the usual frame both cores keep these lines.
-    pub(super) poisoned_in: Box<[AtomicU64]>,
-    pub(super) tasks: Box<[NodeTask<C>]>,
+    pub(super) poisoned_in: Vec<AtomicU64>,
+    pub(super) tasks: Vec<NodeTask<C>>,
     /// One per list of the plan but the frame's own.
     pub(super) helper_tasks: Box<[HelperTask<C>]>,
     /// Helper tasks of the running planned frame not yet started.
@@ -149,16 +153,16 @@ pub(super) struct Shared<C: ?Sized> {
     /// slot of each walker (list) that went to sleep.
     pub(super) sleepers: CachePadded<Sleepers>,
     pub(super) walker_slots: [AtomicU32; planned::MAX_LISTS],
-    pub(super) successor_start: Box<[u32]>,
+    pub(super) successor_start: Vec<u32>,
     /// Reordered by priority between frames only.
-    pub(super) successors: Box<[u32]>,
+    pub(super) successors: Vec<u32>,
     /// Each node's number of dependencies: read-only, and kept off the
     /// countdowns' lines, which every release writes (`countdown.rs`).
-    pub(super) dependencies: Box<[u32]>,
+    pub(super) dependencies: Vec<u32>,
     /// Each node's dependencies: those of node `i` are
     /// `dependency_list[dependency_start[i]..dependency_start[i + 1]]`.
-    pub(super) dependency_start: Box<[u32]>,
-    pub(super) dependency_list: Box<[u32]>,
+    pub(super) dependency_start: Vec<u32>,
+    pub(super) dependency_list: Vec<u32>,
     pub(super) inline_successors: bool,
     /// Read the clock around every node.
     pub(super) timed: bool,
@@ -527,47 +531,27 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// Builds a graph's shared state and its node and helper tasks, on the
     /// heap and leaked: the runtime owns it through the returned pointer
     /// (tasks point into it while a frame runs) and frees it when dropped.
-    pub(super) fn leak_new(
-        specs: impl Iterator<Item = (NodeSpec<C>, Name)>,
-        compiled: &Compiled,
-        gates: Gates<C>,
-        inline_successors: bool,
-        timed: bool,
-        lane: Lane,
-    ) -> NonNull<Shared<C>> {
-        let nodes: Box<[Node<C>]> = specs
-            .map(|(s, name)| Node {
-                label: instrument::intern_node_name(&name),
-                name,
-                lane: s.lane,
-                pinned: s.pinned,
-                wakes: true,
-                body: UnsafeCell::new(s.body),
-                panic: Mutex::new(None),
-            })
-            .collect();
-        let n = nodes.len();
-        let in_degree: Box<[u32]> = (0..n)
-            .map(|i| compiled.dependencies.row(i).len() as u32)
-            .collect();
+    /// A graph of no nodes, leaked (the runtime frees it), to be filled by
+    /// [`rebuild`](Self::rebuild).
+    pub(super) fn leak_empty() -> NonNull<Shared<C>> {
         let shared = Box::new(Shared {
-            nodes,
-            states: (0..n).map(|_| CachePadded::new(NodeState::new())).collect(),
-            runs: (0..n).map(|_| RunRecord::new()).collect(),
-            poisoned_in: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            tasks: Box::new([]),
+            nodes: Vec::new(),
+            states: Vec::new(),
+            runs: Vec::new(),
+            poisoned_in: Vec::new(),
+            tasks: Vec::new(),
             helper_tasks: Box::new([]),
             helpers_pending: CachePadded::new(AtomicUsize::new(0)),
-            schedule: Schedule::new(n),
+            schedule: Schedule::new(0),
             sleepers: CachePadded::new(Sleepers::new()),
             walker_slots: Default::default(),
-            successor_start: compiled.successors.start.as_slice().into(),
-            successors: compiled.successors.items.as_slice().into(),
-            dependencies: in_degree,
-            dependency_start: compiled.dependencies.start.as_slice().into(),
-            dependency_list: compiled.dependencies.items.as_slice().into(),
-            inline_successors,
-            timed,
+            successor_start: Vec::new(),
+            successors: Vec::new(),
+            dependencies: Vec::new(),
+            dependency_start: Vec::new(),
+            dependency_list: Vec::new(),
+            inline_successors: false,
+            timed: false,
             sinks_left: CachePadded::new(AtomicUsize::new(0)),
             done: CachePadded::new(Latch::new(1)),
             inbox: TaskQueue::new(),
@@ -579,21 +563,22 @@ impl<C: ?Sized + Sync> Shared<C> {
                 count_epoch: 0,
                 thread_slot: NONE,
                 waker: None,
-                lane,
+                lane: Lane::FrameCritical,
                 plan_wait_ticks: 0,
                 resources: None,
             },
-            gates,
+            gates: Gates {
+                disabled: Vec::new(),
+                conditions: Vec::new(),
+                node_conditions: Rows::default(),
+                node_sets: Rows::default(),
+                set_conditions: Rows::default(),
+                set_gates: Vec::new(),
+                access: Rows::default(),
+            },
         });
         let shared = NonNull::from(Box::leak(shared));
         let graph = shared.as_ptr().cast_const();
-        let tasks = (0..n as u32)
-            .map(|index| NodeTask {
-                header: Header::new(run_node::<C>),
-                graph,
-                index,
-            })
-            .collect();
         let helper_tasks = (1..planned::MAX_LISTS as u32)
             .map(|list| HelperTask {
                 header: Header::new(run_helper::<C>),
@@ -602,12 +587,96 @@ impl<C: ?Sized + Sync> Shared<C> {
             })
             .collect();
         // SAFETY: just allocated; no task exists yet.
-        unsafe {
-            (*shared.as_ptr()).tasks = tasks;
-            (*shared.as_ptr()).helper_tasks = helper_tasks;
-        }
+        unsafe { (*shared.as_ptr()).helper_tasks = helper_tasks };
         shared
     }
+
+    /// Replaces the nodes and edges by those of a new build, in place and
+    /// in the memory already held; the bodies replaced go to `retired`.
+    /// Every node's state starts afresh (a new countdown epoch, no poison).
+    /// Needs `&mut`: no frame runs, so no task points into the graph.
+    pub(super) fn rebuild(
+        &mut self,
+        specs: impl Iterator<Item = (NodeSpec<C>, Name)>,
+        compiled: &Compiled,
+        how: Rebuild<C>,
+        retired: &mut Vec<Body<C>>,
+    ) {
+        let mut n = 0;
+        for (spec, name) in specs {
+            match self.nodes.get_mut(n) {
+                Some(node) => {
+                    // A graph built every frame mostly keeps its names:
+                    // no need to look the label up again.
+                    if *node.name != *name {
+                        node.label = instrument::intern_node_name(&name);
+                    }
+                    node.name = name;
+                    node.lane = spec.lane;
+                    node.pinned = spec.pinned;
+                    node.wakes = how.wakes;
+                    retired.push(std::mem::replace(node.body.get_mut(), spec.body));
+                    *node.panic.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                }
+                None => self.nodes.push(Node {
+                    label: instrument::intern_node_name(&name),
+                    name,
+                    lane: spec.lane,
+                    pinned: spec.pinned,
+                    wakes: how.wakes,
+                    body: UnsafeCell::new(spec.body),
+                    panic: Mutex::new(None),
+                }),
+            }
+            n += 1;
+        }
+        retired.extend(self.nodes.drain(n..).map(|node| node.body.into_inner()));
+        for state in &mut self.states {
+            **state = NodeState::new();
+        }
+        self.states
+            .resize_with(n, || CachePadded::new(NodeState::new()));
+        self.runs.clear();
+        self.runs.resize_with(n, RunRecord::new);
+        for poisoned in &mut self.poisoned_in {
+            *poisoned.get_mut() = 0;
+        }
+        self.poisoned_in.resize_with(n, || AtomicU64::new(0));
+        // Each node's task points here and holds its index, so those of
+        // the nodes kept stay as they are.
+        self.tasks.truncate(n);
+        let graph = how.graph;
+        self.tasks
+            .extend((self.tasks.len() as u32..n as u32).map(|index| NodeTask {
+                header: Header::new(run_node::<C>),
+                graph,
+                index,
+            }));
+        self.schedule.resize(n);
+        let (successors, dependencies) = (&compiled.successors, &compiled.dependencies);
+        self.successor_start.clone_from(&successors.start);
+        self.successors.clone_from(&successors.items);
+        self.dependency_start.clone_from(&dependencies.start);
+        self.dependency_list.clone_from(&dependencies.items);
+        self.dependencies.clear();
+        self.dependencies
+            .extend((0..n).map(|i| dependencies.row(i).len() as u32));
+        self.inline_successors = how.inline_successors;
+        self.timed = how.timed;
+        self.inputs.lane = how.lane;
+    }
+}
+
+/// How [`Shared::rebuild`] sets up the new graph.
+pub(super) struct Rebuild<C: ?Sized> {
+    /// The graph's address, which its tasks point to.
+    pub(super) graph: *const Shared<C>,
+    pub(super) inline_successors: bool,
+    pub(super) timed: bool,
+    /// The lane of planned frames.
+    pub(super) lane: Lane,
+    /// Whether queueing a node wakes a sleeping thread (see `Node::wakes`).
+    pub(super) wakes: bool,
 }
 
 /// Frame `number` (counted from 0) as the poison flags tag it: from 1, so

@@ -58,12 +58,12 @@ pub(super) const CROSS_NANOS: f64 = 60.0;
 /// One list of nodes per thread; see the module docs.
 pub(super) struct Schedule {
     /// Every list's nodes, list after list.
-    nodes: Box<[u32]>,
+    nodes: Vec<u32>,
     /// List `t` is `nodes[start[t]..start[t + 1]]`.
     start: [u32; MAX_LISTS + 1],
     lists: usize,
     /// Each node's place in the global order the lists keep.
-    placed_at: Box<[u32]>,
+    placed_at: Vec<u32>,
     stale: bool,
     scratch: Scratch,
 }
@@ -81,28 +81,54 @@ pub(super) struct Costs<'a> {
 /// Buffers of `replan`, kept so that a re-plan allocates nothing.
 struct Scratch {
     heap: BinaryHeap<(u64, std::cmp::Reverse<u32>)>,
-    waiting_for: Box<[u32]>,
-    finish: Box<[u64]>,
-    list_of: Box<[u8]>,
+    waiting_for: Vec<u32>,
+    finish: Vec<u64>,
+    list_of: Vec<u8>,
     placed: Vec<u32>,
 }
 
 impl Schedule {
     pub(super) fn new(nodes: usize) -> Self {
-        Schedule {
-            nodes: vec![0; nodes].into(),
+        let mut schedule = Schedule {
+            nodes: Vec::new(),
             start: [0; MAX_LISTS + 1],
             lists: 0,
-            placed_at: vec![0; nodes].into(),
+            placed_at: Vec::new(),
             stale: true,
             scratch: Scratch {
-                heap: BinaryHeap::with_capacity(nodes),
-                waiting_for: vec![0; nodes].into(),
-                finish: vec![0; nodes].into(),
-                list_of: vec![0; nodes].into(),
-                placed: Vec::with_capacity(nodes),
+                heap: BinaryHeap::new(),
+                waiting_for: Vec::new(),
+                finish: Vec::new(),
+                list_of: Vec::new(),
+                placed: Vec::new(),
             },
+        };
+        schedule.resize(nodes);
+        schedule
+    }
+
+    /// An empty, stale schedule for `nodes` nodes, in the memory held.
+    pub(super) fn resize(&mut self, nodes: usize) {
+        let scratch = &mut self.scratch;
+        for list in [
+            &mut self.nodes,
+            &mut self.placed_at,
+            &mut scratch.waiting_for,
+        ] {
+            list.clear();
+            list.resize(nodes, 0);
         }
+        scratch.finish.clear();
+        scratch.finish.resize(nodes, 0);
+        scratch.list_of.clear();
+        scratch.list_of.resize(nodes, 0);
+        scratch.heap.clear();
+        scratch.heap.reserve(nodes);
+        scratch.placed.clear();
+        scratch.placed.reserve(nodes);
+        self.start = [0; MAX_LISTS + 1];
+        self.lists = 0;
+        self.stale = true;
     }
 
     pub(super) fn invalidate(&mut self) {
