@@ -125,14 +125,22 @@ impl Installer {
             slot,
             self.apply_final_deferred,
         ));
-        // Marks the graph changed, so that the build runs the new pass.
-        schedule.configure_sets(Installed);
+        // A schedule built before this pass was added is marked changed, so
+        // that the build runs the pass. One with a build pending, or with
+        // nothing in it yet, is left as it is: the set changes the order
+        // in which bevy's build sorts the systems added after it.
+        let graph = schedule.graph();
+        let has_nodes = !graph.systems.is_empty() || !graph.system_sets.is_empty();
+        if has_nodes && !schedule.is_changed() {
+            schedule.configure_sets(Installed);
+        }
         schedule.initialize(world).map_err(InstallError::Build)?;
         Ok(())
     }
 }
 
-/// An empty set added by [`Installer::install`] to force a schedule build.
+/// An empty set added by [`Installer::install`] to force a schedule build
+/// (of a schedule built before it was installed).
 #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
 struct Installed;
 

@@ -93,13 +93,19 @@ impl ScheduleBuildPass for PoolPass {
         graph: &mut ScheduleGraph,
         dependencies: FlattenedDependencies<'_>,
     ) -> Result<(), ScheduleBuildError> {
+        // Only the systems of this build: bevy keeps every automatic sync
+        // point it ever made among its systems, also those a later build
+        // no longer uses, and those share one address and type with the
+        // live ones, so they must not be matched (`plan.rs`).
+        let flat = dependencies.graph();
         let mut snapshot = Snapshot {
             systems: graph
                 .systems
                 .iter()
+                .filter(|(key, _, _)| flat.contains_node(*key))
                 .map(|(key, system, _)| (key, address(&**system), system.system_type()))
                 .collect(),
-            edges: dependencies.graph().all_edges().collect(),
+            edges: flat.all_edges().collect(),
             ..Snapshot::default()
         };
         let conditioned: Vec<SystemKey> = graph
