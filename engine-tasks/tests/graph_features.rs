@@ -459,6 +459,42 @@ fn a_builder_rebuilds_a_graph_every_frame() {
     assert_eq!(log.take().len(), graph.len());
 }
 
+/// A build that fails late (its names were indexed, its sets worked out,
+/// before the ambiguity check refused it) leaves the graph it was to
+/// replace as it was: its nodes, its names for toggles, its sets.
+#[test]
+fn a_failed_build_leaves_the_graph_and_its_names_as_they_were() {
+    let mut b = TaskGraph::<Log>::builder();
+    b.set("debug");
+    b.node("draw", Lane::Normal, logs("draw"));
+    b.node("overlay", Lane::Normal, logs("overlay"))
+        .in_set("debug")
+        .after(["draw"]);
+    let mut graph = b.build().unwrap();
+    let mut b = TaskGraph::<Log>::builder();
+    b.ambiguities(Ambiguities::Error);
+    b.set("other");
+    for name in ["a", "b", "c", "d"] {
+        b.node(name, Lane::Normal, logs(name))
+            .in_set("other")
+            .writes_id(AccessId::from_raw(1), "target");
+    }
+    assert!(matches!(
+        b.build_into(&mut graph),
+        Err(GraphError::Ambiguous(_))
+    ));
+    assert_eq!(graph.len(), 2);
+    assert_eq!(graph.node_index("overlay"), Some(1));
+    assert!(!graph.set_enabled("other", false));
+    assert!(graph.set_enabled("debug", false));
+    let log = Log::default();
+    graph.run(pool(), &log).unwrap();
+    assert_eq!(log.take(), ["draw"]);
+    assert!(graph.set_enabled("debug", true));
+    graph.run(pool(), &log).unwrap();
+    assert_eq!(log.take(), ["draw", "overlay"]);
+}
+
 /// Random graphs with sets (nested and empty ones too), run conditions and
 /// declared accesses: every ordering (declared, through sets, or derived
 /// from accesses) holds, conflicting nodes never overlap, and every node
