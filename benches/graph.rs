@@ -32,10 +32,10 @@ use criterion::{
 };
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, threads, GlobalQueueDag,
-    GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, threads, GlobalQueueDag,
+    GlobalQueuePool, Pacing, RayonDag, Work,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn dag256(c: &mut Criterion) {
     let deps = benchmark_dag();
@@ -148,20 +148,6 @@ fn skewed(c: &mut Criterion) {
         b.iter(|| work.iter().for_each(|w| w.run()))
     });
     group.finish();
-}
-
-/// Times `frame` alone, `iters` times, each after a sleep until the next
-/// tick of `pacing`.
-fn paced_iters(pacing: Pacing, iters: u64, mut frame: impl FnMut()) -> Duration {
-    let mut pacer = Pacer::new(pacing);
-    let mut total = Duration::ZERO;
-    for _ in 0..iters {
-        pacer.wait();
-        let start = Instant::now();
-        frame();
-        total += start.elapsed();
-    }
-    total
 }
 
 fn dag256_paced(c: &mut Criterion) {

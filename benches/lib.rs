@@ -426,6 +426,30 @@ impl Pacer {
     }
 }
 
+/// Times `frame` alone, `iters` times, each after a sleep until the next
+/// tick of `pacing` (for criterion's `iter_custom`).
+pub fn paced_iters(pacing: Pacing, iters: u64, mut frame: impl FnMut()) -> std::time::Duration {
+    let mut pacer = Pacer::new(pacing);
+    let mut total = std::time::Duration::ZERO;
+    for _ in 0..iters {
+        pacer.wait();
+        let start = std::time::Instant::now();
+        frame();
+        total += start.elapsed();
+    }
+    total
+}
+
+/// Names `{prefix}0`, `{prefix}1`, ... made for the life of the process
+/// (call once), so that a graph built every frame names its nodes without
+/// allocating.
+pub fn static_names(prefix: &str, n: usize) -> &'static [&'static str] {
+    let names: Vec<&'static str> = (0..n)
+        .map(|i| &*Box::leak(format!("{prefix}{i}").into_boxed_str()))
+        .collect();
+    Box::leak(names.into_boxed_slice())
+}
+
 /// The least time a frame of `deps` can take on `threads` threads when
 /// every node takes `node_time`: max(critical path, total work / threads).
 pub fn frame_bound(deps: &[Vec<usize>], node_time: f64, threads: usize) -> f64 {

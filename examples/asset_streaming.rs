@@ -120,7 +120,7 @@ fn main() {
         .build()
         .expect("valid blocking pool");
     let streamer = AssetStreamer::new(&dir, pool, &blocking, args.reads).expect("asset root");
-    let world = world::World::new(args.entities);
+    let world = world::new_world(args.entities);
     let mut graph = systems::build();
     let period = Duration::from_secs_f64(1.0 / args.rate);
 

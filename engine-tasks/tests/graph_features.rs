@@ -245,7 +245,7 @@ fn conflicting_accesses_never_overlap_and_follow_declaration() {
         if WRITING.swap(true, Ordering::SeqCst) {
             OVERLAPS.fetch_add(1, Ordering::Relaxed);
         }
-        let health = cx.res_mut::<Health>();
+        let mut health = cx.res_mut::<Health>();
         let armor = cx.res::<Armor>().0;
         for h in &mut health.0 {
             *h -= 1 + armor;
@@ -354,6 +354,71 @@ fn undeclared_and_missing_resources_name_the_node_and_type() {
 
 /// Two frames must not use one `Resources` at once: a graph run inside
 /// another graph's node, on the same resources, is refused with an error.
+/// Inside a node, borrows of one resource follow `RefCell`'s rule: guards
+/// in turn are fine, a second `res_mut` beside a live guard panics, and so
+/// does a `res` beside a live `res_mut`; the panic names node and type, and
+/// the borrows of a panicked node are released for the next frame.
+#[test]
+fn borrows_inside_a_node_never_alias() {
+    struct Ammo;
+    struct Fuel;
+    let mut resources = Resources::new();
+    resources.insert(Health(vec![100]));
+    resources.insert(Armor(1));
+    resources.insert(Ammo);
+    resources.insert(Fuel);
+    let mut b = TaskGraph::<Resources>::builder();
+    b.node("in_turn", Lane::Normal, |cx| {
+        cx.res_mut::<Health>().0[0] -= 1;
+        let first = cx.res::<Health>();
+        let second = cx.res::<Health>();
+        assert_eq!(first.0[0], second.0[0]);
+        drop((first, second));
+        cx.res_mut::<Health>().0[0] -= 1;
+    })
+    .writes::<Health>();
+    b.node("twice_mut", Lane::Normal, |cx| {
+        let _ammo = cx.res_mut::<Ammo>();
+        let _again = cx.res_mut::<Ammo>();
+    })
+    .writes::<Ammo>();
+    b.node("shared_beside_mut", Lane::Normal, |cx| {
+        let _fuel = cx.res_mut::<Fuel>();
+        let _read = cx.res::<Fuel>();
+    })
+    .writes::<Fuel>();
+    b.node("mut_beside_shared", Lane::Normal, |cx| {
+        let _read = cx.res::<Armor>();
+        let _armor = cx.res_mut::<Armor>();
+    })
+    .writes::<Armor>();
+    let mut graph = b.build().unwrap();
+    for frame in 0..2 {
+        let error = graph.run(pool(), &resources).unwrap_err();
+        let mut messages: Vec<String> = error.panicked.iter().map(|p| p.message.clone()).collect();
+        messages.sort();
+        assert_eq!(
+            messages,
+            [
+                format!(
+                    "node \"mut_beside_shared\": {} is already borrowed in this node",
+                    std::any::type_name::<Armor>()
+                ),
+                format!(
+                    "node \"shared_beside_mut\": {} is already borrowed mutably in this node",
+                    std::any::type_name::<Fuel>()
+                ),
+                format!(
+                    "node \"twice_mut\": {} is already borrowed in this node",
+                    std::any::type_name::<Ammo>()
+                ),
+            ],
+            "frame {frame}"
+        );
+    }
+    assert_eq!(resources.get_mut::<Health>().unwrap().0, [96]);
+}
+
 #[test]
 fn a_second_frame_on_the_same_resources_is_refused() {
     struct Counter(u32);
@@ -547,7 +612,7 @@ fn random_graphs_with_sets_conditions_and_accesses() {
         }
         // Declared edges, recorded to check: (before, after) node pairs.
         let mut edges: Vec<(usize, usize)> = Vec::new();
-        for i in 0..n {
+        for (i, &name) in NAMES[..n].iter().enumerate() {
             let mut access: Vec<(usize, bool)> = Vec::new();
             for r in 0..3 {
                 if next(3) == 0 {
@@ -588,7 +653,7 @@ fn random_graphs_with_sets_conditions_and_accesses() {
                     state.finished[i].fetch_add(1, Ordering::SeqCst);
                 }
             };
-            let mut node = b.node(NAMES[i], Lane::FrameCritical, body);
+            let mut node = b.node(name, Lane::FrameCritical, body);
             if i > 0 && next(2) == 0 {
                 let d = next(i as u64) as usize;
                 edges.push((d, i));

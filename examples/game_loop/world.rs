@@ -1,11 +1,13 @@
 //! The simulated game's data: boids in struct-of-arrays form, a uniform grid
 //! for the broad phase, and the per-frame outputs of the other systems.
 //!
-//! Every field is behind its own lock; the graph orders every writer of a
-//! field before or after each other system that touches it, so the locks are
-//! never contended and never held by two nodes that could run at once.
+//! Each piece of data is a resource of the frame's [`Resources`]: a system
+//! declares which it reads and writes, and the graph never runs a writer
+//! beside another system that touches the same resource, so systems
+//! borrow them without a lock (`systems.rs`).
 
-use std::sync::{Mutex, RwLock};
+use engine_tasks::graph::Resources;
+use engine_tasks::JoinHandle;
 
 /// Side of the square world, in metres.
 pub const WORLD_SIZE: f32 = 1_000.0;
@@ -15,6 +17,8 @@ pub const CELL_SIZE: f32 = 10.0;
 pub const GRID: usize = (WORLD_SIZE / CELL_SIZE) as usize;
 /// Audio samples mixed per frame (48 kHz at 60 Hz).
 pub const AUDIO_SAMPLES: usize = 800;
+/// The simulation step, in seconds.
+pub const DT: f32 = 1.0 / 60.0;
 
 pub type Vec2 = [f32; 2];
 
@@ -25,6 +29,18 @@ pub struct Body {
     pub vel: Vec2,
 }
 
+/// The scripted player's input: where the camera heads.
+pub struct Input(pub Vec2);
+/// The camera: centre and half extents.
+pub struct Camera(pub [f32; 4]);
+pub struct Bodies(pub Vec<Body>);
+/// Each boid's acceleration this frame.
+pub struct Accelerations(pub Vec<Vec2>);
+/// Each boid's AI goal.
+pub struct Goals(pub Vec<Vec2>);
+/// Each boid's broad-phase cell.
+pub struct Cells(pub Vec<u32>);
+
 /// Counting-sorted entity indices per grid cell.
 pub struct Grid {
     /// `entities[start[c]..start[c + 1]]` are the boids in cell `c`.
@@ -32,12 +48,35 @@ pub struct Grid {
     pub entities: Vec<u32>,
 }
 
+/// Each boid's animation phase.
+pub struct Animation(pub Vec<f32>);
+pub struct Visible(pub Vec<bool>);
+pub struct Lods(pub Vec<u8>);
+/// The gains of this frame's sound emitters.
+pub struct Emitters(pub Vec<f32>);
+/// This frame's mixed audio samples.
+pub struct Audio(pub Vec<f32>);
+/// Sparks: where, and how long they still live.
+pub struct Effects(pub Vec<(Vec2, f32)>);
+
 /// One draw call of the render list.
 #[derive(Copy, Clone, Default)]
 pub struct Draw {
     pub entity: u32,
     pub lod: u8,
     pub frame: u8,
+}
+
+pub struct Draws(pub Vec<Draw>);
+/// Mean speed of the flock.
+pub struct Telemetry(pub f32);
+
+/// The network snapshot being encoded on the background lane, and how many
+/// were sent.
+#[derive(Default)]
+pub struct Network {
+    pub in_flight: Option<JoinHandle<u64>>,
+    pub sent: u64,
 }
 
 /// Heads-up display numbers.
@@ -50,66 +89,47 @@ pub struct Hud {
     pub snapshots: u64,
 }
 
-pub struct World {
-    pub dt: f32,
-    pub input: Mutex<Vec2>,
-    pub camera: Mutex<[f32; 4]>,
-    pub bodies: RwLock<Vec<Body>>,
-    pub acc: RwLock<Vec<Vec2>>,
-    pub goal: RwLock<Vec<Vec2>>,
-    pub cell: RwLock<Vec<u32>>,
-    pub grid: RwLock<Grid>,
-    pub anim: RwLock<Vec<f32>>,
-    pub visible: RwLock<Vec<bool>>,
-    pub lod: RwLock<Vec<u8>>,
-    pub emitters: Mutex<Vec<f32>>,
-    pub audio: Mutex<Vec<f32>>,
-    pub effects: Mutex<Vec<(Vec2, f32)>>,
-    pub draws: Mutex<Vec<Draw>>,
-    pub telemetry: Mutex<f32>,
-    pub hud: Mutex<Hud>,
-    pub checksum: Mutex<u64>,
-}
+/// What the frames fold their output into.
+pub struct Checksum(pub u64);
 
-impl World {
-    pub fn new(entities: usize) -> World {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 40) as f32 / (1u64 << 24) as f32
-        };
-        let bodies = (0..entities)
-            .map(|_| Body {
-                pos: [rand() * WORLD_SIZE, rand() * WORLD_SIZE],
-                vel: [rand() * 2.0 - 1.0, rand() * 2.0 - 1.0],
-            })
-            .collect();
-        World {
-            dt: 1.0 / 60.0,
-            input: Mutex::new([0.0, 0.0]),
-            camera: Mutex::new([0.0, 0.0, 400.0, 300.0]),
-            bodies: RwLock::new(bodies),
-            acc: RwLock::new(vec![[0.0; 2]; entities]),
-            goal: RwLock::new(vec![[0.0; 2]; entities]),
-            cell: RwLock::new(vec![0; entities]),
-            grid: RwLock::new(Grid {
-                start: vec![0; GRID * GRID + 1],
-                entities: vec![0; entities],
-            }),
-            anim: RwLock::new(vec![0.0; entities]),
-            visible: RwLock::new(vec![false; entities]),
-            lod: RwLock::new(vec![0; entities]),
-            emitters: Mutex::new(Vec::with_capacity(64)),
-            audio: Mutex::new(vec![0.0; AUDIO_SAMPLES]),
-            effects: Mutex::new(Vec::with_capacity(1024)),
-            draws: Mutex::new(Vec::with_capacity(entities)),
-            telemetry: Mutex::new(0.0),
-            hud: Mutex::new(Hud::default()),
-            checksum: Mutex::new(0),
-        }
-    }
+/// The world of `entities` boids, scattered by a fixed seed.
+pub fn new_world(entities: usize) -> Resources {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let bodies = (0..entities)
+        .map(|_| Body {
+            pos: [rand() * WORLD_SIZE, rand() * WORLD_SIZE],
+            vel: [rand() * 2.0 - 1.0, rand() * 2.0 - 1.0],
+        })
+        .collect();
+    let mut world = Resources::new();
+    world.insert(Input([0.0, 0.0]));
+    world.insert(Camera([0.0, 0.0, 400.0, 300.0]));
+    world.insert(Bodies(bodies));
+    world.insert(Accelerations(vec![[0.0; 2]; entities]));
+    world.insert(Goals(vec![[0.0; 2]; entities]));
+    world.insert(Cells(vec![0; entities]));
+    world.insert(Grid {
+        start: vec![0; GRID * GRID + 1],
+        entities: vec![0; entities],
+    });
+    world.insert(Animation(vec![0.0; entities]));
+    world.insert(Visible(vec![false; entities]));
+    world.insert(Lods(vec![0; entities]));
+    world.insert(Emitters(Vec::with_capacity(64)));
+    world.insert(Audio(vec![0.0; AUDIO_SAMPLES]));
+    world.insert(Effects(Vec::with_capacity(1024)));
+    world.insert(Draws(Vec::with_capacity(entities)));
+    world.insert(Telemetry(0.0));
+    world.insert(Network::default());
+    world.insert(Hud::default());
+    world.insert(Checksum(0));
+    world
 }
 
 pub fn cell_of(p: Vec2) -> usize {

@@ -105,7 +105,12 @@ impl<T: Copy> Rows<T> {
     }
 
     pub(super) fn row(&self, i: usize) -> &[T] {
-        &self.items[self.start[i] as usize..self.start[i + 1] as usize]
+        &self.items[self.range(i)]
+    }
+
+    /// Where row `i` lies in `items`.
+    pub(super) fn range(&self, i: usize) -> std::ops::Range<usize> {
+        self.start[i] as usize..self.start[i + 1] as usize
     }
 }
 

@@ -1,9 +1,23 @@
 //! What a node (or a run condition) sees while it runs: the frame's data,
 //! the pool, the frame's number, and the resources it declared.
+//!
+//! # Borrowing resources
+//!
+//! The graph keeps nodes that conflict on a resource apart (`access.rs`),
+//! so no other node borrows what a node declared. Within the node, borrows
+//! follow `RefCell`'s rule: a [`ResMut`] guard excludes every other guard
+//! of its type, a [`Res`] guard excludes `ResMut`s; a borrow that breaks it
+//! panics, naming the node and the type. Each of the node's declared types
+//! has a borrow count (0 free, `n > 0` shared `n` times, -1 borrowed
+//! mutably), kept with the graph and touched only by the thread that runs
+//! the node, so `Relaxed` suffices: the frame's own synchronisation orders
+//! one run of the node before the next, on whatever thread.
 
 use super::access::{Access, AccessMode, Resources};
 use crate::pool::PoolHandle;
 use std::any::{type_name, TypeId};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// What a node sees while it runs.
 ///
@@ -37,6 +51,9 @@ pub struct NodeContext<'f, C: ?Sized> {
     pub(super) name: &'f str,
     /// What the node declared it reads and writes (its own and its sets').
     pub(super) access: &'f [Access],
+    /// A borrow count beside each entry of `access` (module docs); the
+    /// first entry of a type counts for the type.
+    pub(super) borrows: &'f [AtomicI32],
     /// The frame's resources, if the graph declared resource accesses.
     pub(super) resources: Option<&'f Resources>,
 }
@@ -68,16 +85,28 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     ///
     /// # Panics
     ///
-    /// If the node did not declare `T`, or the frame's [`Resources`] hold
-    /// no `T`; the message names the node and the type. The panic fails
-    /// the node like any other (see [`FrameError`](super::FrameError)).
-    pub fn res<T: Send + Sync + 'static>(&self) -> &'f T {
-        let value = self.resource::<T>(AccessMode::Read);
-        // SAFETY: the node declared reading (or writing) `T`, so while it
-        // runs no node that writes `T` runs (access.rs), and the frame holds
-        // the container's claim; so the value is not mutably borrowed. The
-        // borrow lasts at most the frame ('f): nodes end within it.
-        unsafe { &*value }
+    /// If the node did not declare `T`, the frame's [`Resources`] hold no
+    /// `T`, or the node holds a [`ResMut`] of `T`; the message names the
+    /// node and the type. The panic fails the node like any other (see
+    /// [`FrameError`](super::FrameError)).
+    pub fn res<T: Send + Sync + 'static>(&self) -> Res<'_, T> {
+        let (value, borrow) = self.resource::<T>(AccessMode::Read);
+        // Relaxed: only this node's thread touches the count (module docs).
+        let count = borrow.load(Ordering::Relaxed);
+        if count < 0 {
+            self.already_borrowed::<T>(" mutably");
+        }
+        borrow.store(count + 1, Ordering::Relaxed);
+        Res {
+            // SAFETY: the node declared reading (or writing) `T`, so while
+            // it runs no node that writes `T` runs (access.rs) and the frame
+            // holds the container's claim; within the node no `ResMut` of
+            // `T` is alive (the count was not negative) and none can be
+            // made while this guard keeps the count above zero. The guard
+            // borrows the context, which lives only while the node runs.
+            value: unsafe { &*value },
+            borrow,
+        }
     }
 
     /// The resource of type `T`, which this node declared it writes: see
@@ -101,29 +130,50 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     ///
     /// # Panics
     ///
-    /// As [`res`](Self::res), if the node did not declare writing `T`.
-    #[allow(clippy::mut_from_ref)] // exclusive by the graph's ordering
-    pub fn res_mut<T: Send + Sync + 'static>(&self) -> &'f mut T {
-        let value = self.resource::<T>(AccessMode::Write);
-        // SAFETY: the node declared writing `T`, so while it runs no other
-        // node that declared `T` runs (access.rs), and the frame holds the
-        // container's claim: nothing else borrows the value. One node calls
-        // this on one thread at a time; a second call in the same node
-        // would alias, which the `&self` borrow does not prevent, so a node
-        // must keep one `&mut` at a time (as with `RefCell`, minus the
-        // check).
-        unsafe { &mut *value }
+    /// As [`res`](Self::res), if the node did not declare writing `T`, or
+    /// if it holds another guard of `T`.
+    pub fn res_mut<T: Send + Sync + 'static>(&self) -> ResMut<'_, T> {
+        let (value, borrow) = self.resource::<T>(AccessMode::Write);
+        // Relaxed: as in `res`.
+        if borrow.load(Ordering::Relaxed) != 0 {
+            self.already_borrowed::<T>("");
+        }
+        borrow.store(-1, Ordering::Relaxed);
+        ResMut {
+            // SAFETY: the node declared writing `T`, so while it runs no
+            // other node that declared `T` runs (access.rs) and the frame
+            // holds the container's claim; within the node no other guard
+            // of `T` is alive (the count was zero) and none can be made
+            // while this one keeps it at -1.
+            value: unsafe { &mut *value },
+            borrow,
+        }
     }
 
-    /// The value of `T` after checking the node declared `mode` on it.
-    fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> *mut T {
+    /// Panics for a borrow of `T` that another guard of the node excludes
+    /// (`how`: " mutably" if that guard is a `ResMut`).
+    #[cold]
+    fn already_borrowed<T>(&self, how: &str) -> ! {
+        panic!(
+            "node {:?}: {} is already borrowed{how} in this node",
+            self.name,
+            type_name::<T>()
+        );
+    }
+
+    /// The value of `T` and its borrow count, after checking the node
+    /// declared `mode` on it.
+    fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
         let type_id = TypeId::of::<T>();
-        let declared = self
+        let mut entries = self
             .access
             .iter()
-            .filter(|a| a.type_id == Some(type_id))
-            .any(|a| mode == AccessMode::Read || a.mode == AccessMode::Write);
-        if !declared {
+            .enumerate()
+            .filter(|(_, a)| a.type_id == Some(type_id));
+        let first = entries.clone().next().map(|(i, _)| i);
+        let declared =
+            entries.any(|(_, a)| mode == AccessMode::Read || a.mode == AccessMode::Write);
+        let Some(first) = first.filter(|_| declared) else {
             let how = match mode {
                 AccessMode::Read => "reads",
                 AccessMode::Write => "writes",
@@ -133,7 +183,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
                 self.name,
                 type_name::<T>()
             );
-        }
+        };
         let value = self
             .resources
             .and_then(|resources| resources.value(type_id))
@@ -145,6 +195,53 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
                 )
             });
         // The box holds a `T`: `Resources` files values under their type.
-        value.as_ptr() as *mut T
+        (value.as_ptr() as *mut T, &self.borrows[first])
+    }
+}
+
+/// A shared borrow of a resource inside a node ([`NodeContext::res`]).
+pub struct Res<'a, T> {
+    value: &'a T,
+    borrow: &'a AtomicI32,
+}
+
+impl<T> Deref for Res<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T> Drop for Res<'_, T> {
+    fn drop(&mut self) {
+        // Relaxed: only the node's thread counts (module docs).
+        self.borrow.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An exclusive borrow of a resource inside a node
+/// ([`NodeContext::res_mut`]).
+pub struct ResMut<'a, T> {
+    value: &'a mut T,
+    borrow: &'a AtomicI32,
+}
+
+impl<T> Deref for ResMut<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T> DerefMut for ResMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.value
+    }
+}
+
+impl<T> Drop for ResMut<'_, T> {
+    fn drop(&mut self) {
+        // Relaxed: as above.
+        self.borrow.store(0, Ordering::Relaxed);
     }
 }

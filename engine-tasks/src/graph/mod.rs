@@ -162,7 +162,7 @@ mod stats;
 pub use access::{AccessId, AccessMode, Resources};
 pub use builder::{Ambiguities, NodeBuilder, SetBuilder, TaskGraphBuilder};
 pub use compile::MAX_NODES;
-pub use context::NodeContext;
+pub use context::{NodeContext, Res, ResMut};
 pub use error::{FrameError, GraphError, NodePanic};
 pub use run_record::NodeOutcome;
 pub use stats::{FrameSharing, FrameStats, NodeTiming};

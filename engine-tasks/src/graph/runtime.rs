@@ -75,7 +75,7 @@ use crate::sync::latch::Waiter;
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// What `prepare_frame` decided and measured, for the rest of the frame.
@@ -285,7 +285,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.share_above = builder.share_above;
         self.ran_alone = 0;
         self.set_names.clear();
-        self.set_names.extend(builder.sets.drain(..));
+        self.set_names.append(&mut builder.sets);
         self.node_on.clear();
         self.node_on.resize(n, true);
         self.set_on.clear();
@@ -784,6 +784,9 @@ fn rebuild_gates<C: ?Sized>(
     gates.set_gates.clear();
     gates.set_gates.resize_with(sets, FrameGate::new);
     gates.access.copy_from(&compiled.node_access);
+    gates.borrows.clear();
+    let entries = gates.access.items.len();
+    gates.borrows.resize_with(entries, || AtomicI32::new(0));
 }
 
 #[cfg(test)]

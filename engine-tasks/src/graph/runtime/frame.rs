@@ -27,7 +27,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// "No slot" for thread indices, and "no node" for `released_by`.
@@ -128,6 +128,9 @@ pub(super) struct Gates<C: ?Sized> {
     pub(super) set_gates: Vec<FrameGate>,
     /// Per node: what it declared it reads and writes.
     pub(super) access: Rows<Access>,
+    /// A borrow count beside each entry of `access`, for the node's
+    /// resource guards (`context.rs`).
+    pub(super) borrows: Vec<AtomicI32>,
 }
 
 /// Everything tasks reach while a frame runs.
@@ -325,6 +328,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             frame: frame.number,
             name: &node.name,
             access: gates.access.row(index as usize),
+            borrows: &gates.borrows[gates.access.range(index as usize)],
             resources: frame.resources,
         };
         let _span = instrument::node(node.label, node.lane);
@@ -575,6 +579,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 set_conditions: Rows::default(),
                 set_gates: Vec::new(),
                 access: Rows::default(),
+                borrows: Vec::new(),
             },
         });
         let shared = NonNull::from(Box::leak(shared));
