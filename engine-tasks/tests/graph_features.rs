@@ -419,6 +419,39 @@ fn borrows_inside_a_node_never_alias() {
     assert_eq!(resources.get_mut::<Health>().unwrap().0, [96]);
 }
 
+/// Nodes see the values of the container each frame is given, after every
+/// insert and removal between frames: two containers in turn, a value
+/// replaced, a value removed (the node then fails naming it).
+#[test]
+fn nodes_see_each_frames_container_and_its_changes() {
+    struct Seen(Mutex<Vec<i32>>);
+    let seen = std::sync::Arc::new(Seen(Mutex::new(Vec::new())));
+    let mut b = TaskGraph::<Resources>::builder();
+    let log = seen.clone();
+    b.node("look", Lane::Normal, move |cx| {
+        let armor = cx.res::<Armor>().0;
+        log.0.lock().unwrap().push(armor);
+    })
+    .reads::<Armor>();
+    let mut graph = b.build().unwrap();
+    let (mut first, mut second) = (Resources::new(), Resources::new());
+    first.insert(Armor(1));
+    second.insert(Armor(2));
+    graph.run(pool(), &first).unwrap();
+    graph.run(pool(), &second).unwrap();
+    graph.run(pool(), &first).unwrap();
+    first.insert(Armor(3));
+    graph.run(pool(), &first).unwrap();
+    first.remove::<Armor>();
+    let error = graph.run(pool(), &first).unwrap_err();
+    assert!(error.panicked[0]
+        .message
+        .contains("is declared but not in the frame's Resources"));
+    first.insert(Armor(4));
+    graph.run(pool(), &first).unwrap();
+    assert_eq!(*seen.0.lock().unwrap(), [1, 2, 1, 3, 4]);
+}
+
 #[test]
 fn a_second_frame_on_the_same_resources_is_refused() {
     struct Counter(u32);

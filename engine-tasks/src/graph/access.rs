@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Something a node reads or writes, for the conflict rules (see the module
 /// docs). Resource types get one from their `TypeId`; an ECS can use its
@@ -117,7 +117,7 @@ pub enum AccessMode {
 
 /// One declared access of a node: the id, how, and a name for messages
 /// (the type's name, or what the caller gave with a raw id).
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq)]
 pub(super) struct Access {
     pub(super) id: AccessId,
     pub(super) mode: AccessMode,
@@ -151,11 +151,29 @@ pub(super) fn conflict_between(a: &[Access], b: &[Access]) -> Option<&'static st
 /// assert!(resources.contains::<Gravity>());
 /// assert!(resources.remove::<Gravity>().is_some());
 /// ```
-#[derive(Default)]
 pub struct Resources {
     values: HashMap<TypeId, Slot>,
     /// Claimed by the frame that uses the container (module docs).
     in_frame: AtomicBool,
+    /// Unique to this container, and bumped by every insert and removal:
+    /// a graph that looked its nodes' values up keeps them while both
+    /// stay the same (`Resources::key`).
+    id: u64,
+    generation: u64,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        /// The next container's id.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        Resources {
+            values: HashMap::default(),
+            in_frame: AtomicBool::new(false),
+            // Relaxed: only uniqueness matters.
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
+        }
+    }
 }
 
 /// A stored value: owned through a raw pointer (made by `Box::into_raw`,
@@ -218,12 +236,14 @@ impl Resources {
 
     /// Stores `value`, returning the one it replaces.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
+        self.generation += 1;
         let old = self.values.insert(TypeId::of::<T>(), Slot::new(value))?;
         old.into_inner()
     }
 
     /// Takes the value of type `T` out.
     pub fn remove<T: 'static>(&mut self) -> Option<T> {
+        self.generation += 1;
         self.values.remove(&TypeId::of::<T>())?.into_inner()
     }
 
@@ -253,6 +273,13 @@ impl Resources {
     pub(super) fn release(&self) {
         // Release: pairs with the Acquire in `claim`.
         self.in_frame.store(false, Ordering::Release);
+    }
+
+    /// Which container this is, and which of its contents: values looked
+    /// up under one key stay where they are until the key changes (their
+    /// boxes move only on insert and removal).
+    pub(super) fn key(&self) -> (u64, u64) {
+        (self.id, self.generation)
     }
 
     /// The value of type `type_id` and its type's name, or `None`. The

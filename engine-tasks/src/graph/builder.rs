@@ -8,6 +8,7 @@ use super::access::{Access, AccessId, AccessMode, Resources};
 use super::compile::{self, Compiled, Scratch};
 use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
+use super::shape::Options;
 use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
 use std::any::{type_name, TypeId};
@@ -270,6 +271,18 @@ impl<C: ?Sized + AsRef<Resources>> SetBuilder<'_, C> {
 }
 
 impl<C: ?Sized> TaskGraphBuilder<C> {
+    /// The options that shape the compiled graph (`shape.rs`).
+    pub(super) fn options(&self) -> Options {
+        Options {
+            order: self.order,
+            timed: self.timed,
+            share_above: self.share_above,
+            plan_frames: self.plan_frames,
+            ambiguities: self.ambiguities,
+            resources: self.resources_of.is_some(),
+        }
+    }
+
     fn order<I, S>(&mut self, owner: Owner, names: I, relation: Relation)
     where
         I: IntoIterator<Item = S>,
@@ -647,6 +660,12 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(passes.load(Ordering::Relaxed), 6);
     /// ```
     pub fn build_into(&mut self, graph: &mut TaskGraph<C>) -> Result<(), GraphError> {
+        // The same shape as the graph's last build: only the closures are
+        // new, and the last build validated the rest (`shape.rs`).
+        if graph.runtime.same_shape(self) {
+            graph.runtime.refill(self);
+            return Ok(());
+        }
         let result = self.compile();
         match result {
             Ok(()) => graph.runtime.rebuild(self),

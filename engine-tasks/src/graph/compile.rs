@@ -411,9 +411,12 @@ fn cycle_names(input: &Input<'_>, scratch: &Scratch) -> Vec<String> {
             .find(|&&p| stuck(p))
             .expect("a left vertex has a left predecessor");
     }
-    // The walk went backwards: reverse it into running order.
+    // The walk went backwards: reverse it into running order, starting
+    // from its first vertex (a node before any set, the first declared).
     let mut cycle = walk.split_off(position[v as usize]);
     cycle.reverse();
+    let first = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
+    cycle.rotate_left(first);
     let mut names: Vec<String> = Vec::new();
     for &v in &cycle {
         let name = vertex_name(input, v);

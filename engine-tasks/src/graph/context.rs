@@ -13,10 +13,11 @@
 //! the node, so `Relaxed` suffices: the frame's own synchronisation orders
 //! one run of the node before the next, on whatever thread.
 
-use super::access::{Access, AccessMode, Resources};
+use super::access::{Access, AccessMode};
 use crate::pool::PoolHandle;
 use std::any::{type_name, TypeId};
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// What a node sees while it runs.
@@ -54,8 +55,9 @@ pub struct NodeContext<'f, C: ?Sized> {
     /// A borrow count beside each entry of `access` (module docs); the
     /// first entry of a type counts for the type.
     pub(super) borrows: &'f [AtomicI32],
-    /// The frame's resources, if the graph declared resource accesses.
-    pub(super) resources: Option<&'f Resources>,
+    /// Beside each entry of `access`: its resource's value in the frame's
+    /// container, if it has one (looked up between frames).
+    pub(super) resolved: &'f [Resolved],
 }
 
 impl<'f, C: ?Sized> NodeContext<'f, C> {
@@ -85,7 +87,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     ///
     /// # Panics
     ///
-    /// If the node did not declare `T`, the frame's [`Resources`] hold no
+    /// If the node did not declare `T`, the frame's [`Resources`](super::Resources) hold no
     /// `T`, or the node holds a [`ResMut`] of `T`; the message names the
     /// node and the type. The panic fails the node like any other (see
     /// [`FrameError`](super::FrameError)).
@@ -184,20 +186,30 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
                 type_name::<T>()
             );
         };
-        let value = self
-            .resources
-            .and_then(|resources| resources.value(type_id))
-            .unwrap_or_else(|| {
-                panic!(
-                    "node {:?}: resource {} is declared but not in the frame's Resources",
-                    self.name,
-                    type_name::<T>()
-                )
-            });
-        // The box holds a `T`: `Resources` files values under their type.
-        (value.as_ptr() as *mut T, &self.borrows[first])
+        let value = self.resolved[first].0.unwrap_or_else(|| {
+            panic!(
+                "node {:?}: resource {} is declared but not in the frame's Resources",
+                self.name,
+                type_name::<T>()
+            )
+        });
+        // The box holds a `T`: `Resources` files values under their type,
+        // and the entry was looked up under `T`'s.
+        (value.as_ptr().cast::<T>(), &self.borrows[first])
     }
 }
+
+/// Where a declared resource's value is, looked up between frames; `None`
+/// for a raw id or a value the container lacks.
+#[derive(Copy, Clone)]
+pub(super) struct Resolved(pub(super) Option<NonNull<()>>);
+
+// SAFETY: it points to a `Send + Sync` value of a `Resources` (values must
+// be both to be stored), and is only dereferenced through `res`/`res_mut`,
+// under the access rules of the module docs.
+unsafe impl Send for Resolved {}
+// SAFETY: as above.
+unsafe impl Sync for Resolved {}
 
 /// A shared borrow of a resource inside a node ([`NodeContext::res`]).
 pub struct Res<'a, T> {

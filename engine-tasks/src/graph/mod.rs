@@ -157,6 +157,7 @@ mod error;
 mod recycle;
 mod run_record;
 mod runtime;
+mod shape;
 mod stats;
 
 pub use access::{AccessId, AccessMode, Resources};

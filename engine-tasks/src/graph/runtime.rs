@@ -59,8 +59,10 @@ use policy::{
 use super::access::Resources;
 use super::builder::{Body, Condition, Name, TaskGraphBuilder};
 use super::compile::{Compiled, Target};
+use super::context::Resolved;
 use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
+use super::shape::Shape;
 use super::stats::FrameStats;
 use super::FrameSharing;
 use super::{FrameError, NodePanic, ReadyOrder};
@@ -148,6 +150,9 @@ pub(super) struct Runtime<C: ?Sized> {
     old_labels: Vec<u32>,
     retired_bodies: Vec<Body<C>>,
     retired_conditions: Vec<Condition<C>>,
+    /// What the last build was made from, to tell the next build of the
+    /// same shape (`shape.rs`).
+    shape: Shape,
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -211,6 +216,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             old_labels: Vec::new(),
             retired_bodies: Vec::new(),
             retired_conditions: Vec::new(),
+            shape: Shape::default(),
         }
     }
 
@@ -291,6 +297,50 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.set_on.clear();
         self.set_on.resize(self.set_names.len(), true);
         self.resources_of = builder.resources_of;
+        self.shape.take_from(builder);
+        self.retire_into(builder);
+        self.reprioritize();
+        self.replan_if_stale();
+    }
+
+    /// Whether `builder` describes this graph again, apart from its
+    /// closures (`shape.rs`).
+    pub(super) fn same_shape(&self, builder: &TaskGraphBuilder<C>) -> bool {
+        // SAFETY: as in `shared_mut`; only names, lanes and pins are read.
+        let shared = unsafe { self.shared.as_ref() };
+        let nodes = shared.nodes.iter().map(|n| (&n.name, n.lane, n.pinned));
+        self.shape.matches(builder, nodes, &self.set_names)
+    }
+
+    /// Rebuilds the graph from a builder of the same shape (`same_shape`):
+    /// the bodies and conditions are swapped in, toggles are turned on and
+    /// panics forgotten, as after any build; the compiled graph, its plans
+    /// and node times stay. Allocates nothing once warm.
+    pub(super) fn refill(&mut self, builder: &mut TaskGraphBuilder<C>) {
+        // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
+        let shared = unsafe { &mut *self.shared.as_ptr() };
+        // The old closures go straight to the builder's memory: should one's
+        // drop panic, every node still has a body of this shape.
+        let (memory, specs) = (&mut builder.memory, &mut builder.nodes);
+        for (node, spec) in shared.nodes.iter_mut().zip(specs.drain(..)) {
+            memory.keep(std::mem::replace(node.body.get_mut(), spec.body));
+            *node.panic.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        let new = builder.conditions.drain(..).map(|(_, c)| c);
+        for (slot, condition) in shared.gates.conditions.iter_mut().zip(new) {
+            memory.keep(std::mem::replace(slot, condition));
+        }
+        if self.node_on.contains(&false) || self.set_on.contains(&false) {
+            self.node_on.fill(true);
+            self.set_on.fill(true);
+            self.update_disabled();
+        }
+        builder.clear();
+    }
+
+    /// Empties the builder, and gives it the memory of the bodies and
+    /// conditions a build replaced (`recycle.rs`).
+    fn retire_into(&mut self, builder: &mut TaskGraphBuilder<C>) {
         builder.clear();
         for body in self.retired_bodies.drain(..) {
             builder.memory.keep(body);
@@ -298,8 +348,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
         for condition in self.retired_conditions.drain(..) {
             builder.memory.keep(condition);
         }
-        self.reprioritize();
-        self.replan_if_stale();
     }
 
     /// Files the estimates of the graph about to be replaced by label
@@ -369,6 +417,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 .all(|&s| set_on[s as usize]);
             *disabled = !(on && sets_on);
         }
+        shared.gates.any_disabled = shared.gates.disabled.contains(&true);
     }
 
     /// The ambiguities the build ordered (see `TaskGraph::ambiguities`).
@@ -416,7 +465,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 resources_in_use: true,
             });
         }
-        self.shared_mut().inputs.resources = resources.map(NonNull::from);
+        if let Some(resources) = resources {
+            self.resolve(resources);
+        }
         let start = self.prepare_frame(pool, data);
         let frame_span = instrument::frame(start.number);
         pool_shared.frame_began();
@@ -435,10 +486,26 @@ impl<C: ?Sized + Sync> Runtime<C> {
         pool_shared.frame_ended(clock::ticks());
         drop(frame_span);
         if let Some(resources) = resources {
-            self.shared_mut().inputs.resources = None;
             resources.release();
         }
         self.finish_frame(pool_shared, &start, sharing)
+    }
+
+    /// Looks up the value of every declared resource type in `resources`,
+    /// claimed for the frame, unless they were looked up in the same
+    /// container with the same contents (`Resources::key`).
+    fn resolve(&mut self, resources: &Resources) {
+        let gates = &mut self.shared_mut().gates;
+        if gates.resolved_for == Some(resources.key()) {
+            return;
+        }
+        gates.resolved.clear();
+        let values = gates.access.items.iter().map(|access| {
+            let value = access.type_id.and_then(|t| resources.value(t));
+            Resolved(value.map(|v| v.cast::<()>()))
+        });
+        gates.resolved.extend(values);
+        gates.resolved_for = Some(resources.key());
     }
 
     /// Between frames, before the next: decides whether it runs planned,
@@ -784,9 +851,15 @@ fn rebuild_gates<C: ?Sized>(
     gates.set_gates.clear();
     gates.set_gates.resize_with(sets, FrameGate::new);
     gates.access.copy_from(&compiled.node_access);
+    gates.any_disabled = false;
+    gates.any_conditions = !gates.conditions.is_empty();
+    gates.any_access = !gates.access.items.is_empty();
     gates.borrows.clear();
     let entries = gates.access.items.len();
     gates.borrows.resize_with(entries, || AtomicI32::new(0));
+    gates.resolved.clear();
+    gates.resolved.resize(entries, Resolved(None));
+    gates.resolved_for = None;
 }
 
 #[cfg(test)]

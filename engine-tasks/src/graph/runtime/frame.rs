@@ -7,9 +7,10 @@
 use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
-use crate::graph::access::{Access, Resources};
+use crate::graph::access::Access;
 use crate::graph::builder::{Body, Condition, Name, NodeSpec};
 use crate::graph::compile::{Compiled, Rows};
+use crate::graph::context::Resolved;
 use crate::graph::run_record::{NodeOutcome, RunRecord};
 use crate::graph::NodeContext;
 use crate::lane::Lane;
@@ -108,9 +109,6 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// How long a walker of a planned frame looks for a ready node before
     /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
     pub(super) plan_wait_ticks: u64,
-    /// The frame's resources, claimed for the frame, if the graph declared
-    /// resource accesses.
-    pub(super) resources: Option<NonNull<Resources>>,
 }
 
 /// What decides, per node and frame, whether its body runs: toggles and run
@@ -118,6 +116,11 @@ pub(super) struct FrameInputs<C: ?Sized> {
 pub(super) struct Gates<C: ?Sized> {
     /// Per node: disabled, by its own toggle or one of its sets'.
     pub(super) disabled: Vec<bool>,
+    /// Whether any node is disabled, has run conditions, or declared
+    /// accesses: a graph that uses none of these skips their look-ups.
+    pub(super) any_disabled: bool,
+    pub(super) any_conditions: bool,
+    pub(super) any_access: bool,
     pub(super) conditions: Vec<Condition<C>>,
     /// Per node: its own conditions (indices into `conditions`).
     pub(super) node_conditions: Rows<u32>,
@@ -131,6 +134,12 @@ pub(super) struct Gates<C: ?Sized> {
     /// A borrow count beside each entry of `access`, for the node's
     /// resource guards (`context.rs`).
     pub(super) borrows: Vec<AtomicI32>,
+    /// Beside each entry of `access`: the value of its resource type in
+    /// the frame's container, looked up between frames for the container
+    /// and contents `resolved_for` names (`Resources::key`); `None` for a
+    /// raw id or a missing value.
+    pub(super) resolved: Vec<Resolved>,
+    pub(super) resolved_for: Option<(u64, u64)>,
 }
 
 /// Everything tasks reach while a frame runs.
@@ -240,7 +249,6 @@ pub(super) struct FrameView<'f, C: ?Sized> {
     pub(super) count_epoch: u64,
     /// The running thread's slot, or [`NONE`].
     pub(super) thread: u32,
-    pub(super) resources: Option<&'f Resources>,
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
@@ -297,8 +305,6 @@ impl<C: ?Sized + Sync> Shared<C> {
             epoch: epoch(inputs.number),
             count_epoch: inputs.count_epoch,
             thread: local.map_or(NONE, |l| l.index() as u32),
-            // SAFETY: as for the data: claimed and borrowed for the frame.
-            resources: inputs.resources.map(|r| unsafe { r.as_ref() }),
         }
     }
 
@@ -319,17 +325,27 @@ impl<C: ?Sized + Sync> Shared<C> {
             return NodeOutcome::Skipped;
         }
         let gates = &self.gates;
-        if gates.disabled[index as usize] {
+        if gates.any_disabled && gates.disabled[index as usize] {
             return NodeOutcome::Off;
         }
+        let (access, borrows, resolved) = if gates.any_access {
+            let range = gates.access.range(index as usize);
+            (
+                &gates.access.items[range.clone()],
+                &gates.borrows[range.clone()],
+                &gates.resolved[range],
+            )
+        } else {
+            (&[][..], &[][..], &[][..])
+        };
         let cx = NodeContext {
             data: frame.data,
             pool: frame.pool,
             frame: frame.number,
             name: &node.name,
-            access: gates.access.row(index as usize),
-            borrows: &gates.borrows[gates.access.range(index as usize)],
-            resources: frame.resources,
+            access,
+            borrows,
+            resolved,
         };
         let _span = instrument::node(node.label, node.lane);
         // SAFETY: this thread owns the node for this frame (module docs), so
@@ -337,7 +353,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let body = unsafe { &mut *node.body.get() };
         let run = || {
             faults::maybe_panic(Site::NodeBody);
-            if !self.conditions_hold(index, &cx, frame.epoch) {
+            if self.gates.any_conditions && !self.conditions_hold(index, &cx, frame.epoch) {
                 return NodeOutcome::Off;
             }
             body(&cx);
@@ -569,10 +585,12 @@ impl<C: ?Sized + Sync> Shared<C> {
                 waker: None,
                 lane: Lane::FrameCritical,
                 plan_wait_ticks: 0,
-                resources: None,
             },
             gates: Gates {
                 disabled: Vec::new(),
+                any_disabled: false,
+                any_conditions: false,
+                any_access: false,
                 conditions: Vec::new(),
                 node_conditions: Rows::default(),
                 node_sets: Rows::default(),
@@ -580,6 +598,8 @@ impl<C: ?Sized + Sync> Shared<C> {
                 set_gates: Vec::new(),
                 access: Rows::default(),
                 borrows: Vec::new(),
+                resolved: Vec::new(),
+                resolved_for: None,
             },
         });
         let shared = NonNull::from(Box::leak(shared));

@@ -3,6 +3,7 @@
 //! priorities of critical-path-first, the plan of planned frames. Each
 //! tunable says why it has its value.
 
+use super::alone;
 use super::planned::{self, Schedule};
 use super::Runtime;
 use crate::graph::ReadyOrder;
@@ -80,7 +81,7 @@ pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
 
 /// When a frame is worth a second thread: enough work in all, in nodes
 /// heavy enough on average (`TaskGraphBuilder::share_above`).
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct ShareThreshold {
     pub(super) frame_nanos: f64,
     pub(super) node_nanos: f64,
@@ -169,6 +170,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
             total += *estimate;
         }
         self.estimate_total = total;
+        let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
+        let estimates = &self.estimate;
+        self.plan
+            .mark_light(estimates.iter().map(|&estimate| estimate < light_ticks));
     }
 
     /// Decides whether the next frame is shared (its nodes queued, waking
