@@ -14,6 +14,7 @@
 //! one run of the node before the next, on whatever thread.
 
 use super::access::{Access, AccessMode};
+use super::runtime::{BorrowLine, BORROWS_PER_LINE};
 use crate::pool::PoolHandle;
 use std::any::{type_name, TypeId};
 use std::ops::{Deref, DerefMut};
@@ -52,9 +53,9 @@ pub struct NodeContext<'f, C: ?Sized> {
     pub(super) name: &'f str,
     /// What the node declared it reads and writes (its own and its sets').
     pub(super) access: &'f [Access],
-    /// A borrow count beside each entry of `access` (module docs); the
-    /// first entry of a type counts for the type.
-    pub(super) borrows: &'f [AtomicI32],
+    /// A borrow count for each entry of `access` (module docs), by line;
+    /// the first entry of a type counts for the type.
+    pub(super) borrows: &'f [BorrowLine],
     /// Beside each entry of `access`: its resource's value in the frame's
     /// container, if it has one (looked up between frames).
     pub(super) resolved: &'f [Resolved],
@@ -195,7 +196,8 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         });
         // The box holds a `T`: `Resources` files values under their type,
         // and the entry was looked up under `T`'s.
-        (value.as_ptr().cast::<T>(), &self.borrows[first])
+        let line = &self.borrows[first / BORROWS_PER_LINE];
+        (value.as_ptr().cast::<T>(), &line[first % BORROWS_PER_LINE])
     }
 }
 

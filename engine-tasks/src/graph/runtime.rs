@@ -49,6 +49,7 @@ mod frame;
 mod planned;
 mod policy;
 
+pub(super) use frame::{BorrowLine, BORROWS_PER_LINE};
 use frame::{FrameView, Gates, Rebuild, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
@@ -76,8 +77,9 @@ use crate::sync::frame_gate::FrameGate;
 use crate::sync::latch::Waiter;
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
+use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What `prepare_frame` decided and measured, for the rest of the frame.
@@ -849,14 +851,25 @@ fn rebuild_gates<C: ?Sized>(
     });
     gates.set_conditions.copy_from(&compiled.set_conditions);
     gates.set_gates.clear();
-    gates.set_gates.resize_with(sets, FrameGate::new);
+    gates
+        .set_gates
+        .resize_with(sets, || CachePadded::new(FrameGate::new()));
     gates.access.copy_from(&compiled.node_access);
     gates.any_disabled = false;
     gates.any_conditions = !gates.conditions.is_empty();
     gates.any_access = !gates.access.items.is_empty();
-    gates.borrows.clear();
     let entries = gates.access.items.len();
-    gates.borrows.resize_with(entries, || AtomicI32::new(0));
+    gates.borrow_lines.clear();
+    gates.borrow_lines.push(0);
+    let mut lines = 0;
+    for i in 0..n {
+        lines += gates.access.range(i).len().div_ceil(BORROWS_PER_LINE) as u32;
+        gates.borrow_lines.push(lines);
+    }
+    gates.borrows.clear();
+    gates
+        .borrows
+        .resize_with(lines as usize, || CachePadded::new(Default::default()));
     gates.resolved.clear();
     gates.resolved.resize(entries, Resolved(None));
     gates.resolved_for = None;

@@ -31,6 +31,12 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// Borrow counts per cache line (`Gates::borrows`).
+pub(in crate::graph) const BORROWS_PER_LINE: usize = 16;
+
+/// One node's borrow counts, or some of them.
+pub(in crate::graph) type BorrowLine = CachePadded<[AtomicI32; BORROWS_PER_LINE]>;
+
 /// "No slot" for thread indices, and "no node" for `released_by`.
 pub(super) const NONE: u32 = u32::MAX;
 
@@ -128,12 +134,16 @@ pub(super) struct Gates<C: ?Sized> {
     pub(super) node_sets: Rows<u32>,
     /// Per set: its conditions, and its answer this frame.
     pub(super) set_conditions: Rows<u32>,
-    pub(super) set_gates: Vec<FrameGate>,
+    /// Each on its own cache line: nodes of a set on other threads read it.
+    pub(super) set_gates: Vec<CachePadded<FrameGate>>,
     /// Per node: what it declared it reads and writes.
     pub(super) access: Rows<Access>,
-    /// A borrow count beside each entry of `access`, for the node's
-    /// resource guards (`context.rs`).
-    pub(super) borrows: Vec<AtomicI32>,
+    /// A borrow count for each entry of `access`, for the node's resource
+    /// guards (`context.rs`): node `i`'s are in lines
+    /// `borrow_lines[i]..borrow_lines[i + 1]`, of no other node, since the
+    /// thread running a node writes them.
+    pub(super) borrows: Vec<BorrowLine>,
+    pub(super) borrow_lines: Vec<u32>,
     /// Beside each entry of `access`: the value of its resource type in
     /// the frame's container, looked up between frames for the container
     /// and contents `resolved_for` names (`Resources::key`); `None` for a
@@ -330,9 +340,11 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
         let (access, borrows, resolved) = if gates.any_access {
             let range = gates.access.range(index as usize);
+            let lines = gates.borrow_lines[index as usize] as usize
+                ..gates.borrow_lines[index as usize + 1] as usize;
             (
                 &gates.access.items[range.clone()],
-                &gates.borrows[range.clone()],
+                &gates.borrows[lines],
                 &gates.resolved[range],
             )
         } else {
@@ -598,6 +610,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 set_gates: Vec::new(),
                 access: Rows::default(),
                 borrows: Vec::new(),
+                borrow_lines: Vec::new(),
                 resolved: Vec::new(),
                 resolved_for: None,
             },
