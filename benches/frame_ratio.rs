@@ -24,7 +24,7 @@
 //! kernel of the development VM placed on the waiting thread's CPU (where
 //! the two took turns) in most rounds, so it measured about 2.0 times half
 //! the sequential time. The pool's own threads are steered off their
-//! waker's CPU (`engine-tasks/src/placement.rs`); this helper shows what
+//! waker's CPU (`engine-tasks/src/sync/placement.rs`); this helper shows what
 //! happens without that. Back to back (`rate` 0), runners follow each
 //! other at once.
 //!

@@ -13,8 +13,10 @@
 //!    run condition on every node and on each layer's set (all of them
 //!    hold), every node declaring a write of its own resource and a read of
 //!    one all share (no conflicting pair, so no edge is added) and taking
-//!    both through its context, against the plain graph and bevy_ecs's
-//!    executors running the same DAG. Goal: within 10% of the plain graph.
+//!    the shared one through its context, against the plain graph, and
+//!    bevy_ecs's executors running the same DAG plain and gated (a run
+//!    condition on every system and on each layer's set, every system
+//!    reading a resource).
 //! 3. `access/<work>/<pacing>`: every node writes one of four shared
 //!    resources (node `i` the `i % 4`th), the two ways to keep writers
 //!    apart: `declared` (each node declares its write; conflicting pairs
@@ -25,7 +27,7 @@
 //!
 //! Usage: `cargo bench -p engine-tasks-benches --bench graph_features`
 
-use bevy_ecs::prelude::{ResMut, Resource};
+use bevy_ecs::prelude::{Res, ResMut, Resource};
 use bevy_ecs::schedule::{
     IntoScheduleConfigs, MultiThreadedExecutor, Schedule, SingleThreadedExecutor,
 };
@@ -189,9 +191,60 @@ fn gated(c: &mut Criterion) {
             bench(&mut group, "bevy-single-threaded", pacing, || {
                 single.run(&mut world)
             });
+            let (mut world, mut single) =
+                bevy_gated_schedule(&deps, &work, SingleThreadedExecutor::new());
+            bench(&mut group, "bevy-single-threaded-gated", pacing, || {
+                single.run(&mut world)
+            });
+            let (mut world, mut multi) =
+                bevy_gated_schedule(&deps, &work, MultiThreadedExecutor::new());
+            bench(&mut group, "bevy-multi-threaded-gated", pacing, || {
+                multi.run(&mut world)
+            });
             group.finish();
         }
     }
+}
+
+/// What every system of the gated bevy schedule reads.
+#[derive(Resource)]
+struct BevyShared(u64);
+
+/// A layer of the DAG, as a bevy set with a run condition.
+#[derive(bevy_ecs::schedule::SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+struct Layer(usize);
+
+/// bevy's form of [`gated_graph`]: every system reads a resource and has a
+/// run condition, and so has its layer's set.
+fn bevy_gated_schedule(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    executor: impl bevy_ecs::schedule::SystemExecutor + 'static,
+) -> (bevy_ecs::world::World, Schedule) {
+    let mut schedule = Schedule::default();
+    schedule.set_executor(executor);
+    for layer in 0..16 {
+        schedule.configure_sets(Layer(layer).run_if(move || layer != usize::MAX));
+    }
+    for (i, d) in deps.iter().enumerate() {
+        let w = work[i];
+        schedule.add_systems(
+            (move |shared: Res<BevyShared>| {
+                std::hint::black_box(shared.0);
+                w.run();
+            })
+            .in_set(NodeSet(i))
+            .in_set(Layer(i / 16))
+            .run_if(move || i != usize::MAX),
+        );
+        for &d in d {
+            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
+        }
+    }
+    let mut world = bevy_ecs::world::World::new();
+    world.insert_resource(BevyShared(7));
+    schedule.run(&mut world);
+    (world, schedule)
 }
 
 /// The shared resources of `access`: four counters.

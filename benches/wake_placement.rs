@@ -8,7 +8,7 @@
 //! - `plain`: a std thread parked with `thread::park`, woken by `unpark`;
 //! - `engine-tasks`: a pool of one worker, the frame's work spawned as a
 //!   task that the parked worker runs (its wake-up is steered off the
-//!   waker's CPU, `engine-tasks/src/placement.rs`).
+//!   waker's CPU, `engine-tasks/src/sync/placement.rs`).
 //!
 //! It prints, per runner, in how many frames the two shared a CPU and the
 //! median delay from the wake-up to the woken thread's start.

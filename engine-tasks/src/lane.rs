@@ -4,7 +4,7 @@
 //! walks the lanes from [`Lane::FrameCritical`] down to [`Lane::Background`].
 //! A thread therefore never starts a lower-lane task while a higher-lane one is
 //! visible to it (in its own queues, the injector, or a peer's advertised
-//! queues; see `worker.rs` for the exact search).
+//! queues; see `pool/search.rs` for the exact search).
 //!
 //! # Background work under sustained load
 //!

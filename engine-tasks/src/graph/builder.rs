@@ -416,7 +416,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
 
     /// Whether to time every node (default: yes). Timing costs one clock
     /// read per node, two for a node taken from a queue; without it,
-    /// [`FrameStats`] has no node durations or thread busy times, and
+    /// [`FrameStats`](super::FrameStats) has no node durations or thread busy times, and
     /// critical-path-first ranks nodes by the number of nodes after them.
     ///
     /// ```

@@ -228,8 +228,10 @@ impl<T> Deref for Res<'_, T> {
 
 impl<T> Drop for Res<'_, T> {
     fn drop(&mut self) {
-        // Relaxed: only the node's thread counts (module docs).
-        self.borrow.fetch_sub(1, Ordering::Relaxed);
+        // Relaxed, and a load and a store rather than one read-modify-write:
+        // only the node's thread counts (module docs).
+        let count = self.borrow.load(Ordering::Relaxed);
+        self.borrow.store(count - 1, Ordering::Relaxed);
     }
 }
 

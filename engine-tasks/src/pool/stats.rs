@@ -172,7 +172,7 @@ pub struct ThreadStats {
     /// Times the thread woke from sleep.
     pub unparks: u64,
     /// Times the thread woke on its own just before a frame that a paced
-    /// frame loop was expected to start (see [`crate::TaskGraph::run`]).
+    /// frame loop was expected to start (see [`crate::EarlyWake`]).
     pub early_wakes: u64,
     /// Time spent looking for the expected frame's work after those
     /// wake-ups: the CPU that waking early costs.

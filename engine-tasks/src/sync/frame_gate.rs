@@ -41,8 +41,21 @@ impl FrameGate {
 
     /// The answer for frame `epoch` (at least 1): `evaluate` runs on exactly
     /// one of the threads that ask in that frame, the others get its answer.
+    #[inline]
     pub(crate) fn answer(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
         debug_assert!(epoch > 0 && epoch < 1 << 62);
+        // Acquire: as in `ask`. The usual case, inline: answered already.
+        let word = self.state.load(Ordering::Acquire);
+        if word >> 2 == epoch && word & 3 != EVALUATING {
+            return word & 3 == YES;
+        }
+        self.ask(epoch, evaluate)
+    }
+
+    /// `answer` when the frame's answer is not known yet: evaluates, or
+    /// waits for the thread that does.
+    #[cold]
+    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
         loop {

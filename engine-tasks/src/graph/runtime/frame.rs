@@ -385,6 +385,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// Whether node `index` runs this frame: the conditions of each of its
     /// sets (each set's evaluated once per frame, by the first of its nodes
     /// to get here), then its own.
+    #[inline]
     fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
         let gates = &self.gates;
         let holds = |conditions: &[u32]| {
