@@ -24,6 +24,11 @@
 //!    `locked` (nothing declared; each node locks the resource's `Mutex` as
 //!    it runs, exclusion at run time), and bevy_ecs's multi-threaded
 //!    executor, which keeps conflicting systems apart at run time.
+//! 4. `modes/<work>/<pacing>`: whether each way of running a frame earns
+//!    its place: the default graph (which picks per frame) against the same
+//!    graph held to one way: `alone` (every frame on the calling thread),
+//!    `queued` (every frame shared through the queues, no plan) and
+//!    `planned` (every frame shared by a plan).
 //!
 //! Usage: `cargo bench -p engine-tasks-benches --bench graph_features`
 
@@ -35,8 +40,8 @@ use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throug
 use engine_tasks::graph::{AccessId, Resources};
 use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, static_names, threads,
-    NodeSet, Pacing, Work,
+    benchmark_dag, bevy_schedule, graph_builder_of, graph_of, init_bevy_pool, paced_iters,
+    static_names, threads, NodeSet, Pacing, Work,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -383,5 +388,38 @@ fn access(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, rebuilt, gated, access);
+fn modes(c: &mut Criterion) {
+    let deps = benchmark_dag();
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    let never = Duration::MAX;
+    for nanos in WORK {
+        let work = vec![Work::nanos(nanos); deps.len()];
+        for pacing in PACINGS {
+            let mut group = group(c, "modes", nanos, pacing);
+            let held = |share: Duration, plan: bool| {
+                let mut builder =
+                    graph_builder_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
+                builder.share_above(share, share).plan_frames(plan);
+                builder.build().unwrap()
+            };
+            let mut graphs = [
+                (
+                    "default",
+                    graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true),
+                ),
+                ("alone", held(never, true)),
+                ("queued", held(Duration::ZERO, false)),
+                ("planned", held(Duration::ZERO, true)),
+            ];
+            for (name, graph) in &mut graphs {
+                bench(&mut group, name, pacing, || {
+                    graph.run(&pool, &()).unwrap();
+                });
+            }
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, rebuilt, gated, access, modes);
 criterion_main!(benches);
