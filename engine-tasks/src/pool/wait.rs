@@ -77,12 +77,14 @@ impl Local<'_> {
             None
         };
         let in_frame_wait = self.shared.in_frame_wait_ticks();
-        if !waiting && !ended_frame && in_frame_wait > 0 {
+        if (waiting || !ended_frame) && in_frame_wait > 0 {
             // During a shared frame the frame's next nodes are usually
-            // microseconds away (a layer boundary of the graph), while a park
-            // and its wake-up cost about 10 µs of CPU and 5 µs of latency
-            // here; so keep looking, for a bounded time, while the frame
-            // runs. Then go on as below.
+            // microseconds away (a layer boundary of the graph), and a
+            // waiting thread's target (a node's `parallel_for` piece on the
+            // other thread, the frame's last node) about as close, while a
+            // park costs about 10 µs of CPU and its wake-up 30-150 µs of
+            // latency on a busy virtual machine; so keep looking, for a
+            // bounded time, while the frame runs. Then go on as below.
             if let Some(idle) = poll(in_frame_wait, &|| self.shared.in_shared_frame()) {
                 return idle;
             }
