@@ -23,6 +23,8 @@ use engine_tasks::{JoinHandle, Lane, NodeContext, TaskGraph};
 const CHUNK: usize = 2048;
 /// A network snapshot every this many frames (twice a second at 60 Hz).
 pub const SNAPSHOT_EVERY: u64 = 30;
+/// Audio samples per parallel piece of the mix.
+const AUDIO_BLOCK: usize = 100;
 
 type Cx<'a, 'f> = &'a NodeContext<'f, Resources>;
 
@@ -420,15 +422,22 @@ fn audio_mix(cx: Cx) {
     let mut audio = cx.res_mut::<Audio>();
     let audio = &mut audio.0;
     let base = cx.frame() as f32 * AUDIO_SAMPLES as f32;
-    for (s, out) in audio.iter_mut().enumerate() {
-        let t = (base + s as f32) / 48_000.0;
-        *out = emitters
-            .iter()
-            .enumerate()
-            .map(|(v, gain)| gain * (t * (220.0 + 20.0 * v as f32) * std::f32::consts::TAU).sin())
-            .sum::<f32>()
-            .tanh();
-    }
+    // Mixed in blocks, as an audio engine mixes: every emitter costs each
+    // sample, so one block is tens of microseconds.
+    cx.pool()
+        .parallel_chunks_mut(audio, AUDIO_BLOCK, |k, block| {
+            for (j, out) in block.iter_mut().enumerate() {
+                let t = (base + (k * AUDIO_BLOCK + j) as f32) / 48_000.0;
+                *out = emitters
+                    .iter()
+                    .enumerate()
+                    .map(|(v, gain)| {
+                        gain * (t * (220.0 + 20.0 * v as f32) * std::f32::consts::TAU).sin()
+                    })
+                    .sum::<f32>()
+                    .tanh();
+            }
+        });
 }
 
 /// Sparks where boids hit the first obstacle; each lives half a second.
