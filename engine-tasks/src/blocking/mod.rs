@@ -23,17 +23,21 @@
 //! assert_eq!(receive.recv().unwrap(), 42);
 //! ```
 //!
-//! The pool's design is in `pool.rs`; the counting that decides when a
+//! The pool's design is in `pool.rs`, a task's handle and the states of its result in `task.rs`; the counting that decides when a
 //! submission wakes a thread, with its loom model, in `wakeups.rs`.
 
 #[cfg(all(not(loom), feature = "assets"))]
 pub mod assets;
 #[cfg(not(loom))]
 mod pool;
+#[cfg(not(loom))]
+mod task;
 pub(crate) mod wakeups;
 
 #[cfg(not(loom))]
 pub use pool::{
     BlockingBuildError, BlockingError, BlockingMetrics, BlockingPool, BlockingPoolBuilder,
-    BlockingPoolHandle, BlockingTask, DEFAULT_BLOCKING_CAP, DEFAULT_KEEP_ALIVE,
+    BlockingPoolHandle, DEFAULT_BLOCKING_CAP, DEFAULT_KEEP_ALIVE,
 };
+#[cfg(not(loom))]
+pub use task::BlockingTask;

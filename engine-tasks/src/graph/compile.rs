@@ -559,6 +559,10 @@ fn set_rows(input: &Input<'_>, out: &mut Compiled, scratch: &mut Scratch) {
 }
 
 /// Adds an edge for every conflicting pair no ordering orders (module docs).
+///
+/// Longer than most functions here: its three passes (reachability bits,
+/// the pairs' conflicts, the edges added nearest first) share the scratch
+/// bit sets, and apart they would pass them around for nothing.
 fn derive_access_edges(
     input: &Input<'_>,
     out: &mut Compiled,

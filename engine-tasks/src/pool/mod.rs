@@ -3,10 +3,11 @@
 //!
 //! Built on `crate::sync`. The registry (`registry.rs`) holds a pool's
 //! shared state and starts its threads, and knows nothing of what they run:
-//! the thread body is handed to it by `handle.rs` when the pool is built. A
+//! the thread body is handed to it by `builder.rs` when the pool is built. A
 //! thread's view of the pool, its search order and what a waiting thread
 //! runs are in `worker.rs`, `search.rs` and `wait.rs`.
 
+mod builder;
 pub(crate) mod cancel;
 pub(crate) mod early_wake;
 mod handle;
@@ -19,7 +20,5 @@ pub(crate) mod stats;
 pub(crate) mod wait;
 pub(crate) mod worker;
 
-pub use handle::{
-    default_pool, join, parallel_for, scope, BuildError, Pool, PoolBuilder, PoolHandle, SpawnError,
-    MIN_STACK_SIZE,
-};
+pub use builder::{BuildError, PoolBuilder, MIN_STACK_SIZE};
+pub use handle::{default_pool, join, parallel_for, scope, Pool, PoolHandle, SpawnError};

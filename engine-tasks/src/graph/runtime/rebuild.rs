@@ -1,0 +1,270 @@
+//! Building a graph into a runtime, in place: a new compiled form
+//! (`rebuild`), or new closures for the same shape (`refill`); and the
+//! toggles, which change what a frame runs without a build. Nodes keep
+//! their estimates by name across builds.
+
+use super::frame::{Gates, BORROWS_PER_LINE};
+use super::memory::Rebuild;
+use super::{Runtime, UNKNOWN};
+use crate::graph::builder::{Condition, TaskGraphBuilder};
+use crate::graph::compile::{Compiled, Target};
+use crate::graph::context::Resolved;
+use crate::graph::ReadyOrder;
+use crate::lane::Lane;
+use crate::sync::frame_gate::FrameGate;
+use crossbeam_utils::CachePadded;
+
+impl<C: ?Sized + Sync> Runtime<C> {
+    /// Replaces the graph, in place, by the one `builder` describes and
+    /// compiled (into `builder.compiled`, which gets this graph's compiled
+    /// form back for the next build), and leaves the builder empty with its
+    /// memory. Nodes whose names the graph had keep their estimates; the
+    /// frame count, tick rate and frame-loop timing carry over. Once a graph
+    /// of the same shape was built, this allocates nothing: every buffer
+    /// keeps its capacity, and the replaced bodies and conditions go to the
+    /// builder's memory (`recycle.rs`) for the next graph's.
+    pub(in crate::graph) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>) {
+        std::mem::swap(&mut self.compiled, &mut builder.compiled);
+        let n = builder.nodes.len();
+        let specs = &builder.nodes;
+        self.order = builder.order;
+        // Planned frames need one lane for every node, none pinned, and
+        // priorities to plan by.
+        let first_lane = specs.first().map_or(Lane::FrameCritical, |s| s.lane);
+        self.plan_lane = (builder.plan_frames
+            && self.order == ReadyOrder::CriticalPathFirst
+            && specs.iter().all(|s| !s.pinned && s.lane == first_lane))
+        .then_some(first_lane);
+        self.floor = specs
+            .iter()
+            .filter(|s| !s.pinned)
+            .map(|s| s.lane)
+            .max()
+            .unwrap_or(Lane::FrameCritical);
+        self.plan.rebuild(specs.iter().map(|s| s.lane), self.order);
+        self.remember_estimates();
+        let compiled = &self.compiled;
+        self.roots.clear();
+        self.roots
+            .extend((0..n as u32).filter(|&i| compiled.dependencies.row(i as usize).is_empty()));
+        self.sinks.clear();
+        self.sinks
+            .extend((0..n as u32).filter(|&i| compiled.successors.row(i as usize).is_empty()));
+        self.topological.clear();
+        self.topological.extend_from_slice(&compiled.topological);
+        let graph = self.shared.as_ptr().cast_const();
+        // SAFETY: as in `shared_mut` (`&mut self`: no frame runs); borrowed
+        // alongside the runtime's other fields, which it does not alias.
+        let shared = unsafe { &mut *self.shared.as_ptr() };
+        shared.rebuild(
+            builder.nodes.drain(..).zip(builder.names.drain(..)),
+            compiled,
+            Rebuild {
+                graph,
+                inline_successors: self.order == ReadyOrder::CriticalPathFirst,
+                timed: builder.timed,
+                lane: first_lane,
+                wakes: self.waking,
+            },
+            &mut self.retired_bodies,
+        );
+        rebuild_gates(
+            &mut shared.gates,
+            n,
+            builder,
+            compiled,
+            &mut self.retired_conditions,
+        );
+        self.recall_estimates();
+        self.priority.clear();
+        self.priority.resize(n, 0);
+        self.reprioritized_after = None;
+        // The node states start afresh (`Shared::rebuild`), so do their
+        // epochs.
+        self.counted_frames = 0;
+        self.stats.reset(n);
+        self.share_above = builder.share_above;
+        self.ran_alone = 0;
+        self.set_names.clear();
+        self.set_names.append(&mut builder.sets);
+        self.node_on.clear();
+        self.node_on.resize(n, true);
+        self.set_on.clear();
+        self.set_on.resize(self.set_names.len(), true);
+        self.resources_of = builder.resources_of;
+        self.shape.take_from(builder);
+        self.retire_into(builder);
+        self.reprioritize();
+        self.replan_if_stale();
+    }
+
+    /// Whether `builder` describes this graph again, apart from its
+    /// closures (`shape.rs`).
+    pub(in crate::graph) fn same_shape(&self, builder: &TaskGraphBuilder<C>) -> bool {
+        // SAFETY: as in `shared_mut`; only names, lanes and pins are read.
+        let shared = unsafe { self.shared.as_ref() };
+        let nodes = shared.nodes.iter().map(|n| (&n.name, n.lane, n.pinned));
+        self.shape.matches(builder, nodes, &self.set_names)
+    }
+
+    /// Rebuilds the graph from a builder of the same shape (`same_shape`):
+    /// the bodies and conditions are swapped in, toggles are turned on and
+    /// panics forgotten, as after any build; the compiled graph, its plans
+    /// and node times stay. Allocates nothing once warm.
+    pub(in crate::graph) fn refill(&mut self, builder: &mut TaskGraphBuilder<C>) {
+        // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
+        let shared = unsafe { &mut *self.shared.as_ptr() };
+        // The old closures go straight to the builder's memory: should one's
+        // drop panic, every node still has a body of this shape.
+        let (memory, specs) = (&mut builder.memory, &mut builder.nodes);
+        for (node, spec) in shared.nodes.iter_mut().zip(specs.drain(..)) {
+            memory.keep(std::mem::replace(node.body.get_mut(), spec.body));
+            *node.panic.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        let new = builder.conditions.drain(..).map(|(_, c)| c);
+        for (slot, condition) in shared.gates.conditions.iter_mut().zip(new) {
+            memory.keep(std::mem::replace(slot, condition));
+        }
+        if self.node_on.contains(&false) || self.set_on.contains(&false) {
+            self.node_on.fill(true);
+            self.set_on.fill(true);
+            self.update_disabled();
+        }
+        builder.clear();
+    }
+
+    /// Empties the builder, and gives it the memory of the bodies and
+    /// conditions a build replaced (`recycle.rs`).
+    fn retire_into(&mut self, builder: &mut TaskGraphBuilder<C>) {
+        builder.clear();
+        for body in self.retired_bodies.drain(..) {
+            builder.memory.keep(body);
+        }
+        for condition in self.retired_conditions.drain(..) {
+            builder.memory.keep(condition);
+        }
+    }
+
+    /// Files the estimates of the graph about to be replaced by label
+    /// number, for `recall_estimates`.
+    fn remember_estimates(&mut self) {
+        // SAFETY: as in `shared_mut`; only labels are read.
+        let old = unsafe { self.shared.as_ref() };
+        self.old_labels.clear();
+        for (node, &estimate) in old.nodes.iter().zip(&self.estimate) {
+            let id = node.label.id();
+            if self.by_label.len() <= id as usize {
+                self.by_label.resize(id as usize + 1, UNKNOWN);
+            }
+            self.by_label[id as usize] = estimate;
+            self.old_labels.push(id);
+        }
+    }
+
+    /// Gives each node of the new graph the estimate its name had, and
+    /// forgets the old graph's.
+    fn recall_estimates(&mut self) {
+        // SAFETY: as in `shared_mut`; only labels are read.
+        let new = unsafe { self.shared.as_ref() };
+        let by_label = &self.by_label;
+        self.estimate.clear();
+        self.estimate.extend(new.nodes.iter().map(|node| {
+            match by_label.get(node.label.id() as usize) {
+                Some(&estimate) if estimate != UNKNOWN => estimate,
+                _ => 0,
+            }
+        }));
+        self.estimate_total = self.estimate.iter().sum();
+        for &id in &self.old_labels {
+            self.by_label[id as usize] = UNKNOWN;
+        }
+    }
+
+    /// Turns the node or set `name` on or off (see `TaskGraph::set_enabled`).
+    pub(in crate::graph) fn set_enabled(&mut self, name: &str, enabled: bool) -> bool {
+        // SAFETY: as in `shared_mut`; only the names are read.
+        let nodes = unsafe { &self.shared.as_ref().nodes };
+        let set_names = &self.set_names;
+        let target = self.compiled.names.get_with(
+            name,
+            |i| &nodes[i as usize].name,
+            |s| &set_names[s as usize],
+        );
+        match target {
+            Some(Target::Node(i)) => self.node_on[i as usize] = enabled,
+            Some(Target::Set(s)) => self.set_on[s as usize] = enabled,
+            None => return false,
+        }
+        self.update_disabled();
+        true
+    }
+
+    /// Recomputes each node's `disabled` flag from the toggles.
+    fn update_disabled(&mut self) {
+        let (compiled, node_on, set_on) = (&self.compiled, &self.node_on, &self.set_on);
+        // SAFETY: as in `shared_mut`; the other borrows are of other fields.
+        let shared = unsafe { self.shared.as_mut() };
+        for (i, (&on, disabled)) in node_on.iter().zip(&mut shared.gates.disabled).enumerate() {
+            let sets_on = compiled
+                .node_sets
+                .row(i)
+                .iter()
+                .all(|&s| set_on[s as usize]);
+            *disabled = !(on && sets_on);
+        }
+        shared.gates.any_disabled = shared.gates.disabled.contains(&true);
+    }
+}
+
+/// Refills the run conditions, toggles and accesses for a graph of `n`
+/// nodes being built, in the form the frame reads them; the replaced
+/// conditions go to `retired`.
+fn rebuild_gates<C: ?Sized>(
+    gates: &mut Gates<C>,
+    n: usize,
+    builder: &mut TaskGraphBuilder<C>,
+    compiled: &Compiled,
+    retired: &mut Vec<Condition<C>>,
+) {
+    let sets = builder.sets.len();
+    gates.disabled.clear();
+    gates.disabled.resize(n, false);
+    retired.append(&mut gates.conditions);
+    gates
+        .conditions
+        .extend(builder.conditions.drain(..).map(|(_, c)| c));
+    gates.node_conditions.copy_from(&compiled.node_conditions);
+    let has_conditions = |s: u32| !compiled.set_conditions.row(s as usize).is_empty();
+    gates.node_sets.fill_from(n, |i| {
+        compiled
+            .node_sets
+            .row(i)
+            .iter()
+            .copied()
+            .filter(|&s| has_conditions(s))
+    });
+    gates.set_conditions.copy_from(&compiled.set_conditions);
+    gates.set_gates.clear();
+    gates
+        .set_gates
+        .resize_with(sets, || CachePadded::new(FrameGate::new()));
+    gates.access.copy_from(&compiled.node_access);
+    gates.any_disabled = false;
+    gates.any_conditions = !gates.conditions.is_empty();
+    gates.any_access = !gates.access.items.is_empty();
+    let entries = gates.access.items.len();
+    gates.borrow_lines.clear();
+    gates.borrow_lines.push(0);
+    let mut lines = 0;
+    for i in 0..n {
+        lines += gates.access.range(i).len().div_ceil(BORROWS_PER_LINE) as u32;
+        gates.borrow_lines.push(lines);
+    }
+    gates.borrows.clear();
+    gates
+        .borrows
+        .resize_with(lines as usize, || CachePadded::new(Default::default()));
+    gates.resolved.clear();
+    gates.resolved.resize(entries, Resolved(None));
+    gates.resolved_for = None;
+}
