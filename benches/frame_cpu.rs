@@ -33,7 +33,8 @@ use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_builder_of, medians_from_children, threads, Pacer, Pacing, Work,
+    benchmark_dag, graph_builder_of, medians_from_children, process_threads, thread_cpu_nanos_of,
+    threads, Pacer, Pacing, Work,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -98,39 +99,6 @@ fn paced(pacing: Pacing, mut frame: impl FnMut()) -> [f64; 4] {
         per_second(own_gaps + others_gaps),
         per_second(others_gaps),
     ]
-}
-
-/// The ids of the process's threads, sorted.
-fn process_threads() -> Vec<libc::pid_t> {
-    let mut threads: Vec<libc::pid_t> = std::fs::read_dir("/proc/self/task")
-        .expect("procfs")
-        .map(|entry| {
-            let name = entry.expect("a task entry").file_name();
-            name.to_str()
-                .and_then(|n| n.parse().ok())
-                .expect("a thread id")
-        })
-        .collect();
-    threads.sort_unstable();
-    threads
-}
-
-/// CPU time of thread `tid` of this process, in nanoseconds, including its
-/// current slice if it is running.
-fn thread_cpu_nanos_of(tid: libc::pid_t) -> u64 {
-    // Linux's clock id for a thread's CPU clock: the inverted id shifted
-    // by 3, "per thread" (4) and "scheduler time" (2) in the low bits (see
-    // `clock_getcpuclockid(3)`).
-    let clock = ((!tid) << 3) | 6;
-    let mut time = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `time` is a valid timespec to write; an exited thread's clock
-    // makes the call fail, which is checked.
-    let result = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut time) };
-    assert_eq!(result, 0, "thread {tid} exited while measured");
-    time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 
 /// Runs a child's case: `peer@hz@nanos` (`hz` 0 for back to back).

@@ -2,16 +2,19 @@
 //!
 //! For each pool the binary re-runs itself in a child process (so threads of
 //! one pool cannot be charged to another), which: builds the pool, runs a
-//! burst of 100,000 small tasks, then sleeps one second and reports the
-//! process's user + system CPU time during that second (`getrusage`). The
-//! baseline is a process that only sleeps.
+//! burst of 100,000 small tasks, then sleeps one second and reports the CPU
+//! time all its threads used during that second, read from each thread's
+//! own CPU clock. (The process total of `getrusage` charged engine-tasks
+//! 1.4 ms here: its worker ran the burst without a break, so the whole
+//! burst's slice was charged when the worker parked, inside the second.)
+//! The baseline is a process that only sleeps.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin idle_cpu`
 //! (add a count, e.g. `-- 5`, to repeat each measurement and report the median).
 
 use engine_tasks::Pool;
 use engine_tasks_benches::{
-    cpu_micros, medians_from_children, threads, CountDown, GlobalQueuePool,
+    medians_from_children, process_threads, threads, threads_cpu_nanos, CountDown, GlobalQueuePool,
 };
 use std::time::Duration;
 
@@ -25,11 +28,19 @@ const PEERS: [&str; 6] = [
 ];
 const BURST: usize = 100_000;
 
-/// Sleeps one second and returns the CPU time the process used meanwhile.
+/// The CPU microseconds all the process's threads use in one second of
+/// sleep, read from each thread's own clock (`threads_cpu_nanos`).
 fn idle_second() -> u64 {
-    let before = cpu_micros();
+    let threads = process_threads();
+    let before = threads_cpu_nanos(&threads);
     std::thread::sleep(Duration::from_secs(1));
-    cpu_micros() - before
+    let used = threads_cpu_nanos(&threads) - before;
+    assert_eq!(
+        process_threads(),
+        threads,
+        "a thread started or exited in the idle second"
+    );
+    used / 1_000
 }
 
 fn measure(peer: &str) -> u64 {
