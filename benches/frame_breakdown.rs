@@ -1,6 +1,8 @@
 //! Where a frame's time goes beyond the work itself, from the graph's own
 //! frame statistics: the 256-node DAG of `benches/graph.rs` (timed, critical
-//! path first) on the default pool, frames back to back.
+//! path first) on the default pool, frames back to back and paced at 30, 60
+//! and 240 Hz (a sleep until the next tick before each frame, and before
+//! each round of the sequential loop it is set beside).
 //!
 //! Per frame it reads every node's start, end and thread, and reports the
 //! medians over the measured frames of:
@@ -21,20 +23,25 @@
 //! DAG takes with no scheduling cost, to show whether the DAG's shape alone
 //! keeps a frame above half the sequential time.
 //!
-//! Only every eighth frame is analysed, so that the analysis (which takes
-//! longer than a frame) never sits in the gap before an analysed frame.
+//! Back to back only every eighth frame is analysed, so that the analysis
+//! (which takes longer than a frame) never sits in the gap before an
+//! analysed frame; paced, every frame is, in the sleep after it.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_breakdown
-//! -- [nanoseconds of work per node, default 1000]`
+//! -- [nanoseconds of work per node, default 1000] [rate in Hz, 0 for back
+//! to back; default: 0, 30, 60 and 240 in turn]`
 
 use engine_tasks::{FrameStats, Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Work,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
 };
 
 const FRAMES: usize = 16_000;
 const WARM_UP: usize = 500;
 const ANALYSE_EVERY: usize = 8;
+/// Paced frames per pacing, and of them the warm-up.
+const PACED_FRAMES: usize = 300;
+const PACED_WARM_UP: usize = 60;
 
 /// What one analysed frame showed, in microseconds.
 #[derive(Default)]
@@ -83,25 +90,45 @@ fn breakdown(stats: &FrameStats) -> Breakdown {
 }
 
 fn main() {
-    let nanos: u64 = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let nanos: u64 = args
+        .next()
         .map_or(1_000, |arg| arg.parse().expect("nanoseconds per node"));
+    let pacings: Vec<Pacing> = match args.next() {
+        Some(rate) => vec![Pacing::from_hz(rate.parse().expect("a rate in Hz"))],
+        None => Pacing::ALL.to_vec(),
+    };
+    for pacing in pacings {
+        run(nanos, pacing);
+    }
+}
+
+/// Runs and analyses the frames at `pacing`: back to back, every eighth of
+/// 16,000 frames; paced, every frame of 300 (the analysis fits in the
+/// sleep before the next).
+fn run(nanos: u64, pacing: Pacing) {
     let deps = benchmark_dag();
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
     let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-
+    let (total, warm_up, every) = match pacing {
+        Pacing::BackToBack => (FRAMES, WARM_UP, ANALYSE_EVERY),
+        Pacing::Hz(_) => (PACED_FRAMES, PACED_WARM_UP, 1),
+    };
+    let mut pacer = Pacer::new(pacing);
     let mut frames = Vec::new();
-    for frame in 0..FRAMES {
+    for frame in 0..total {
+        pacer.wait();
         let stats = graph.run(&pool.handle(), &()).expect("no node panics");
-        if frame >= WARM_UP && frame % ANALYSE_EVERY == ANALYSE_EVERY - 1 {
+        if frame >= warm_up && frame % every == every - 1 {
             frames.push(breakdown(stats));
         }
     }
     let sequential = median(
-        (0..FRAMES / ANALYSE_EVERY)
+        (0..frames.len())
             .map(|_| {
+                pacer.wait();
                 let start = std::time::Instant::now();
                 deps.iter().for_each(|_| work.run());
                 start.elapsed().as_secs_f64() * 1e6
@@ -112,8 +139,9 @@ fn main() {
     let gaps = [of(|b| b.gaps[0]), of(|b| b.gaps[1])];
     let counts = [of(|b| b.gap_count[0]), of(|b| b.gap_count[1])];
     println!(
-        "{} nodes x {nanos} ns, medians of {} frames (µs)",
+        "\n{} nodes x {nanos} ns, {}, medians of {} frames (µs)",
         deps.len(),
+        pacing.label(),
         frames.len()
     );
     println!("wall        {:8.1}", of(|b| b.wall));

@@ -13,9 +13,12 @@
 //!   (default pool: one worker and this thread), with and without node
 //!   timing; shared frames run planned (the default);
 //! - `queued timed` and `queued untimed`: the same with planned frames
-//!   turned off, so shared frames queue their nodes.
+//!   turned off, so shared frames queue their nodes;
+//! - the peers, each with two threads of its own: `rayon scope` (a scope
+//!   that spawns each ready node) and `global queue` (the same runner on a
+//!   pool of one mutex-guarded queue and a condition variable).
 //!
-//! The graphs take turns at going first in a round.
+//! The graphs and peers take turns at going first in a round.
 //!
 //! Paced (`rate` 30, 60 or 240), every runner of a round waits for the next
 //! tick before it starts, as a game loop does, so every thread has parked
@@ -42,7 +45,10 @@
 
 use engine_tasks::TaskGraph;
 use engine_tasks::{Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Pacer, Pacing, Work};
+use engine_tasks_benches::{
+    benchmark_dag, graph_builder_of, threads, GlobalQueueDag, GlobalQueuePool, Pacer, Pacing,
+    RayonDag, Work,
+};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -140,18 +146,38 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
         builder.plan_frames(planned);
         builder.build().expect("a valid DAG")
     };
-    const LABELS: [&str; 4] = ["timed", "untimed", "queued timed", "queued untimed"];
+    const LABELS: [&str; 6] = [
+        "timed",
+        "untimed",
+        "queued timed",
+        "queued untimed",
+        "rayon scope",
+        "global queue",
+    ];
     let mut graphs = [
         graph(true, true),
         graph(false, true),
         graph(true, false),
         graph(false, false),
     ];
+    let rayon = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .unwrap();
+    let rayon_dag = RayonDag::new(&deps, &works);
+    let global = GlobalQueuePool::new(threads());
+    let global_dag = GlobalQueueDag::new(&deps, &works);
+    // One frame of runner `k`: the graphs, then the peers.
+    let mut frame = |k: usize| match k {
+        0..=3 => {
+            graphs[k].run(&pool, &()).unwrap();
+        }
+        4 => rayon_dag.run(&rayon),
+        _ => global_dag.run(&global),
+    };
     // Warm-up: the graphs' estimates and wake-up decisions settle.
     for _ in 0..50 {
-        for graph in &mut graphs {
-            graph.run(&pool, &()).unwrap();
-        }
+        (0..LABELS.len()).for_each(&mut frame);
     }
     let helper = Helper::new(work, rounds);
     let mut pacer = Pacer::new(pacing);
@@ -162,8 +188,8 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
     };
     // Per round: each graph's frame over half the sequential time, and
     // over the halves.
-    let mut over_bound: [Vec<f64>; 4] = Default::default();
-    let mut over_halves: [Vec<f64>; 4] = Default::default();
+    let mut over_bound: [Vec<f64>; LABELS.len()] = Default::default();
+    let mut over_halves: [Vec<f64>; LABELS.len()] = Default::default();
     let mut halves_over_bound = Vec::new();
     for round in 0..rounds {
         pacer.wait();
@@ -172,16 +198,12 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
         // Each round starts with the next graph: the first after the
         // halves finds the pool's worker parked longest, and each later one
         // finds it just done with the frame before.
-        for j in 0..graphs.len() {
-            let k = (round + j) % graphs.len();
-            let graph = &mut graphs[k];
+        for j in 0..LABELS.len() {
+            let k = (round + j) % LABELS.len();
             pacer.wait();
-            let frame = time(&mut || {
-                graph.run(&pool, &()).unwrap();
-            })
-            .as_secs_f64();
-            over_bound[k].push(frame / (sequential / 2.0));
-            over_halves[k].push(frame / halves);
+            let took = time(&mut || frame(k)).as_secs_f64();
+            over_bound[k].push(took / (sequential / 2.0));
+            over_halves[k].push(took / halves);
         }
         halves_over_bound.push(halves / (sequential / 2.0));
     }

@@ -1,7 +1,8 @@
 //! What the task graph's features cost, on the graph benchmark's DAG (256
 //! nodes in 16 layers of 16, each after 1 to 3 nodes of the layer before),
 //! with 0 ns, 1 µs or 20 µs of calibrated work per node, back to back and
-//! paced at 60 Hz (a sleep until the next tick before each timed frame).
+//! paced at 30, 60 and 240 Hz (a sleep until the next tick before each timed
+//! frame).
 //! Every group runs its peers in the same run, with the same thread budget
 //! (`threads()` in lib.rs).
 //!
@@ -46,8 +47,8 @@ use engine_tasks_benches::{
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The two pacings of every group: back to back and 60 Hz.
-const PACINGS: [Pacing; 2] = [Pacing::BackToBack, Pacing::Hz(60.0)];
+/// The pacings of every group: back to back, 30, 60 and 240 Hz.
+const PACINGS: [Pacing; 4] = Pacing::ALL;
 const WORK: [u64; 3] = [0, 1_000, 20_000];
 
 /// A criterion group for one work size and pacing, sized so that a paced

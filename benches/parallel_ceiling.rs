@@ -24,17 +24,23 @@
 //! work those frames run on one thread (too light to share), so that row
 //! compares one thread against the two-thread floor.
 //!
-//! A second table runs the engine-tasks graph paced, as a game loop does
-//! (a sleep until the next tick of 30, 60 or 240 Hz before each frame, 61
-//! frames each), so that every frame starts with parked threads, and sets
-//! it beside the same one-thread time.
+//! The peers run the same DAG in both tables, each on two threads of its
+//! own: `rayon scope` (a scope that spawns each ready node) and `global
+//! queue` (the same runner on one mutex-guarded queue).
+//!
+//! A second table runs the graphs paced, as a game loop does (a sleep until
+//! the next tick of 30, 60 or 240 Hz before each frame, 61 frames each), so
+//! that every frame starts with parked threads, against the one-thread
+//! loop paced the same way: a thread woken from a sleep runs slower at
+//! first than one running back to back.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, GlobalQueueDag,
+    GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -151,12 +157,9 @@ fn fixed_dag(work: Work) -> f64 {
 /// Paced frames per measurement.
 const PACED_ROUNDS: usize = 61;
 
-/// The DAG as an engine-tasks graph at `pacing`; median microseconds per
-/// frame, after as many frames of warm-up.
-fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool, pacing: Pacing) -> f64 {
-    let deps = benchmark_dag();
-    let works = vec![work; deps.len()];
-    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, timed);
+/// Median microseconds of `frame` at `pacing` (each frame timed alone
+/// after a sleep until the tick), after as many frames of warm-up.
+fn median_frame_at(pacing: Pacing, mut frame: impl FnMut()) -> f64 {
     let rounds = match pacing {
         Pacing::BackToBack => ROUNDS,
         Pacing::Hz(_) => PACED_ROUNDS,
@@ -164,33 +167,72 @@ fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool, pacing: Pacing) -> f64
     let mut pacer = Pacer::new(pacing);
     for _ in 0..rounds {
         pacer.wait();
-        graph.run(pool, &()).unwrap();
+        frame();
     }
     median(
         (0..rounds)
             .map(|_| {
                 pacer.wait();
                 let start = Instant::now();
-                graph.run(pool, &()).unwrap();
+                frame();
                 micros(start.elapsed())
             })
             .collect(),
     )
 }
 
+/// The DAG as an engine-tasks graph at `pacing`; median microseconds per
+/// frame.
+fn engine_tasks_dag(pool: &Pool, work: Work, timed: bool, pacing: Pacing) -> f64 {
+    let deps = benchmark_dag();
+    let works = vec![work; deps.len()];
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, timed);
+    median_frame_at(pacing, || {
+        graph.run(pool, &()).unwrap();
+    })
+}
+
+/// The peers' DAG runners at `pacing`, each on two threads of its own:
+/// median microseconds per frame of rayon's scope and of the global queue.
+fn peer_dags(peers: &Peers, work: Work, pacing: Pacing) -> [f64; 2] {
+    let deps = benchmark_dag();
+    let works = vec![work; deps.len()];
+    let rayon_dag = RayonDag::new(&deps, &works);
+    let global_dag = GlobalQueueDag::new(&deps, &works);
+    [
+        median_frame_at(pacing, || rayon_dag.run(&peers.rayon)),
+        median_frame_at(pacing, || global_dag.run(&peers.global)),
+    ]
+}
+
+/// The peers' pools.
+struct Peers {
+    rayon: rayon::ThreadPool,
+    global: GlobalQueuePool,
+}
+
 fn main() {
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    let peers = Peers {
+        rayon: rayon::ThreadPoolBuilder::new()
+            .num_threads(threads())
+            .build()
+            .unwrap(),
+        global: GlobalQueuePool::new(threads()),
+    };
     println!("{NODES} nodes of busy work, medians of {ROUNDS} rounds (µs)");
     println!("over one thread / 2: (time - one thread / 2) per node, in ns");
     println!(
-        "{:>8} {:>10} {:>10} {:>8} {:>16} {:>22} {:>22}",
+        "{:>8} {:>10} {:>10} {:>8} {:>16} {:>22} {:>22} {:>22} {:>22}",
         "per node",
         "one thread",
         "two threads",
         "speed-up",
         "DAG, fixed (over)",
         "engine-tasks (over)",
-        "untimed (over)"
+        "untimed (over)",
+        "rayon scope (over)",
+        "global queue (over)"
     );
     for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
@@ -200,8 +242,9 @@ fn main() {
         let dag = fixed_dag(work);
         let timed = engine_tasks_dag(&pool, work, true, Pacing::BackToBack);
         let untimed = engine_tasks_dag(&pool, work, false, Pacing::BackToBack);
+        let [rayon, global] = peer_dags(&peers, work, Pacing::BackToBack);
         println!(
-            "{:>5} ns {:>10.1} {:>11.1} {:>7.2}x {:>9.1} ({:>4.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0})",
+            "{:>5} ns {:>10.1} {:>11.1} {:>7.2}x {:>9.1} ({:>4.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0})",
             nanos,
             one,
             two,
@@ -212,36 +255,33 @@ fn main() {
             over(timed),
             untimed,
             over(untimed),
+            rayon,
+            over(rayon),
+            global,
+            over(global),
         );
     }
     println!(
-        "\npaced: engine-tasks frames (over one thread / 2, ns per node; frame / (one thread / 2))"
-    );
-    println!(
-        "{:>8} {:>10} {}",
-        "per node",
-        "one thread",
-        Pacing::ALL[1..]
-            .iter()
-            .map(|p| format!("{:>30}", format!("{} timed / untimed", p.label())))
-            .collect::<String>()
+        "\npaced: frame / (one thread / 2), the one thread paced alike; \
+         engine-tasks timed / untimed, rayon scope, global queue"
     );
     for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
-        let one = one_thread(work);
-        let mut row = format!("{nanos:>5} ns {one:>10.1}");
+        let mut row = format!("{nanos:>5} ns");
         for &pacing in &Pacing::ALL[1..] {
+            let one = median_frame_at(pacing, || (0..NODES).for_each(|_| work.run()));
             let timed = engine_tasks_dag(&pool, work, true, pacing);
             let untimed = engine_tasks_dag(&pool, work, false, pacing);
-            let over = |time: f64| (time - one / 2.0) * 1000.0 / NODES as f64;
-            let cell = format!(
-                "{:.0}/{:.0} ({:.2}x/{:.2}x)",
-                over(timed),
-                over(untimed),
-                timed / (one / 2.0),
-                untimed / (one / 2.0)
-            );
-            row.push_str(&format!(" {cell:>29}"));
+            let [rayon, global] = peer_dags(&peers, work, pacing);
+            let ratio = |time: f64| time / (one / 2.0);
+            row.push_str(&format!(
+                "  {}: one {one:.1} µs, {:.2}x/{:.2}x, {:.2}x, {:.2}x",
+                pacing.label(),
+                ratio(timed),
+                ratio(untimed),
+                ratio(rayon),
+                ratio(global)
+            ));
         }
         println!("{row}");
     }
