@@ -47,14 +47,14 @@ pub(super) enum Parked {
 impl Local<'_> {
     /// Nothing to run: spin briefly, announce idle, look once more, park.
     ///
-    /// A free worker (`waiting` false) that runs out of work while a shared
-    /// task-graph frame runs first keeps looking for the frame's next nodes,
-    /// for up to `Shared::in_frame_wait_ticks`. One that runs out between
-    /// two frames of a frame loop instead waits for the next frame as long
-    /// as the loop asked (`Shared::linger_ticks`, zero for a paced loop),
-    /// then parks. A thread waiting for a target (`join`, `scope`, a frame)
-    /// keeps the short spin: its target may finish on another thread any
-    /// moment.
+    /// A thread that runs out of work while a shared task-graph frame runs
+    /// first keeps looking for the frame's next nodes, or for its target if
+    /// it waits for one (`join`, `scope`, the frame), for up to
+    /// `Shared::in_frame_wait_ticks`. A free worker (`waiting` false) that
+    /// runs out between two frames of a frame loop instead waits for the
+    /// next frame as long as the loop asked (`Shared::linger_ticks`, zero
+    /// for a paced loop), then parks. Outside frames a waiting thread keeps
+    /// the short spin: its target may finish on another thread any moment.
     pub(super) fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
         let ended_frame = self.ended_frame.replace(false);
