@@ -19,8 +19,9 @@
 //! in a frame, keep every frame's order the same (a frame's result does not
 //! depend on which thread came first), and leave the scheduling, and its
 //! critical-path-first priorities, exactly as for explicit edges.
-//! `benches/graph.rs` measures them against nodes that lock what they
-//! touch (`dag256-access`).
+//! `benches/graph_features.rs` measures them against nodes that lock what
+//! they touch, and against bevy's executor, which keeps conflicting
+//! systems apart at run time (its `access` groups).
 //!
 //! # Resources
 //!
