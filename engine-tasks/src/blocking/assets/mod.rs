@@ -59,7 +59,7 @@
 //! decoded exceed [`StreamerConfig::max_undecoded_bytes`]; a file larger
 //! than the whole budget is admitted when nothing else waits, so it still
 //! loads. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
-//! [`AssetStreamer::watch`]) loads a live slot again; the new value replaces
+//! `AssetStreamer::watch`) loads a live slot again; the new value replaces
 //! the old one at an [`update`](AssetStreamer::update), a failed reload
 //! keeps the old value, and the slots that depend on it reload in turn.
 //!
