@@ -473,3 +473,99 @@ fn a_file_that_grows_while_it_is_read_ends_once_within_the_limit() {
         );
     });
 }
+
+/// Panics while loading (`boom`) or in its second step (`late`).
+struct Panicky;
+
+struct PanicSteps;
+
+impl DecodeSteps for PanicSteps {
+    type Asset = u8;
+    type Error = std::io::Error;
+
+    fn step(&mut self, _: usize) -> Result<Poll<u8>, std::io::Error> {
+        panic!("a loader bug, in a step");
+    }
+}
+
+impl AssetLoader for Panicky {
+    type Asset = u8;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["panic"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<u8, Self::Error>, Self::Error> {
+        match bytes.as_slice() {
+            b"boom" => panic!("a loader bug"),
+            b"late" => Ok(Decode::Steps(Box::new(PanicSteps))),
+            _ => Ok(Decode::Done(bytes.len() as u8)),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_loader_ends_its_requests_as_interrupted() {
+    within_watchdog("panicking loader", || {
+        let rig = Rig::new("panic", StreamerConfig::default(), |dir| {
+            dir.write("boom.panic", "boom");
+            dir.write("late.panic", "late");
+            dir.write("fine.panic", "fine!");
+        });
+        rig.streamer.register(Panicky);
+        let boom = rig.streamer.load::<u8>("boom.panic", 0);
+        let boom_too = rig.streamer.load::<u8>("boom.panic", 0);
+        let late = rig.streamer.load::<u8>("late.panic", 0);
+        let o = rig.outcomes();
+        assert_eq!(o.len(), 3, "one event per request");
+        for h in [&boom, &boom_too, &late] {
+            assert!(
+                matches!(o[&h.id().0], Err(AssetErrorKind::Interrupted)),
+                "{:?}",
+                o[&h.id().0]
+            );
+        }
+        // The streamer and its pools go on.
+        let fine = rig.streamer.load::<u8>("fine.panic", 0);
+        assert!(rig.outcomes()[&fine.id().0].is_ok());
+        assert_eq!(*loaded(&fine), 5);
+        assert_eq!(rig.streamer.progress().undecoded_bytes, 0);
+    });
+}
+
+#[test]
+fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
+    within_watchdog("blocking pool shut down", || {
+        let dir = rig::TempDir::new("shutdown");
+        dir.write("a.bin", "a");
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder().build().unwrap();
+        let streamer =
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        blocking.shutdown();
+        let a = streamer.load::<Vec<u8>>("a.bin", 0);
+        let b = streamer.load::<Vec<u8>>("a.bin", 0);
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            streamer.update(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for event in &out {
+            match event {
+                LoadEvent::Failed(e) => {
+                    assert!(e.id == a.id() || e.id == b.id());
+                    assert!(matches!(e.kind, AssetErrorKind::PoolUnavailable), "{e}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(a.status(), LoadStatus::Failed);
+        let p = streamer.progress();
+        assert_eq!((p.requested, p.failed), (2, 2));
+    });
+}
