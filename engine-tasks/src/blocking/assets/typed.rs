@@ -9,7 +9,9 @@
 
 use super::budget::Ticket;
 use super::codec::DECODE_STEP;
-use super::handle::{AnySlot, Commit, Handle, LoadEvent, LoadStatus, Req, Slot, SlotCore, Waiting};
+use super::handle::{
+    AnySlot, Commit, Handle, LoadEvent, LoadStatus, Req, Slot, SlotCore, SlotState, Waiting,
+};
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};
 use super::streamer::{Inner, Job, Pending, QueueKey, Requests};
@@ -361,62 +363,9 @@ impl Inner {
             let mut st = core.lock();
             let reload = std::mem::take(&mut st.reload);
             st.loading = false;
-            let had_value = matches!(st.outcome, Some(Ok(())));
             let requests = std::mem::take(&mut st.requests);
             let ended: Vec<AssetId> = requests.iter().map(|r| r.id).collect();
-            let mut commit = Commit::events(slot.clone(), Vec::new());
-            let path = core.path.clone();
-            let failure = match result {
-                Ok(value) => {
-                    st.outcome = Some(Ok(()));
-                    st.committed += 1;
-                    commit.value = Some(value);
-                    commit.status = Some(LoadStatus::Loaded);
-                    for r in &requests {
-                        let event = LoadEvent::Loaded {
-                            id: r.id,
-                            path: path.clone(),
-                        };
-                        commit.events.push(event);
-                    }
-                    // Relaxed: a statistic.
-                    this.counters
-                        .loaded
-                        .fetch_add(requests.len() as u64, Ordering::Relaxed);
-                    if reload {
-                        let generation = st.committed;
-                        commit.events.push(LoadEvent::Reloaded { path, generation });
-                    }
-                    None
-                }
-                Err(kind) => {
-                    let kind = Arc::new(kind);
-                    commit.error = Some(kind.clone());
-                    if !had_value {
-                        st.outcome = Some(Err(kind.clone()));
-                        commit.status = Some(LoadStatus::Failed);
-                    }
-                    for r in &requests {
-                        let error = AssetError {
-                            id: r.id,
-                            path: path.clone(),
-                            kind: kind.duplicate(),
-                        };
-                        commit.events.push(LoadEvent::Failed(error));
-                    }
-                    // Relaxed: a statistic.
-                    this.counters
-                        .failed
-                        .fetch_add(requests.len() as u64, Ordering::Relaxed);
-                    if reload {
-                        commit.events.push(LoadEvent::ReloadFailed {
-                            path,
-                            kind: kind.duplicate(),
-                        });
-                    }
-                    Some(kind)
-                }
-            };
+            let (commit, failure) = this.end_commit(&slot, &mut st, &requests, reload, result);
             this.push_commit(commit);
             let dependents = std::mem::take(&mut st.dependents);
             let reloaded = if reload && ok {
@@ -454,6 +403,62 @@ impl Inner {
         }
         for dependent in reloaded {
             Inner::queue_reload(this, dependent);
+        }
+    }
+
+    /// The commit that ends a slot's load, with the error if it failed:
+    /// the value (or error) and one event per request, plus a `Reloaded` or
+    /// `ReloadFailed` event for a reload. A failed reload keeps the value.
+    fn end_commit(
+        &self,
+        slot: &Arc<dyn AnySlot>,
+        st: &mut SlotState,
+        requests: &[Req],
+        reload: bool,
+        result: Result<super::handle::ErasedValue, AssetErrorKind>,
+    ) -> (Commit, Option<Arc<AssetErrorKind>>) {
+        let path = slot.core().path.clone();
+        let mut commit = Commit::events(slot.clone(), Vec::with_capacity(requests.len() + 1));
+        // Relaxed (the counters below): statistics.
+        match result {
+            Ok(value) => {
+                st.outcome = Some(Ok(()));
+                st.committed += 1;
+                commit.value = Some(value);
+                commit.status = Some(LoadStatus::Loaded);
+                for r in requests {
+                    let (id, path) = (r.id, path.clone());
+                    commit.events.push(LoadEvent::Loaded { id, path });
+                }
+                let n = requests.len() as u64;
+                self.counters.loaded.fetch_add(n, Ordering::Relaxed);
+                if reload {
+                    let generation = st.committed;
+                    commit.events.push(LoadEvent::Reloaded { path, generation });
+                }
+                (commit, None)
+            }
+            Err(kind) => {
+                let kind = Arc::new(kind);
+                commit.error = Some(kind.clone());
+                if !matches!(st.outcome, Some(Ok(()))) {
+                    st.outcome = Some(Err(kind.clone()));
+                    commit.status = Some(LoadStatus::Failed);
+                }
+                for r in requests {
+                    let (id, path, kind) = (r.id, path.clone(), kind.duplicate());
+                    commit
+                        .events
+                        .push(LoadEvent::Failed(AssetError { id, path, kind }));
+                }
+                let n = requests.len() as u64;
+                self.counters.failed.fetch_add(n, Ordering::Relaxed);
+                if reload {
+                    let kind = kind.duplicate();
+                    commit.events.push(LoadEvent::ReloadFailed { path, kind });
+                }
+                (commit, Some(kind))
+            }
         }
     }
 
