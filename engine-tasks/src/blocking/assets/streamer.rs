@@ -366,6 +366,8 @@ impl AssetStreamer {
     /// [`AssetErrorKind::Cancelled`] at the next
     /// [`update`](Self::update); the load it shared goes on for the other
     /// requests and dependents that want it, and stops if none is left.
+    /// The cancelled request's handles still share the slot: they read the
+    /// value if another request loads it.
     pub fn cancel(&self, id: AssetId) -> bool {
         let mut requests = self.inner.lock_requests();
         if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
