@@ -218,15 +218,17 @@ fn a_material_loads_after_its_textures_and_fails_with_a_failed_one() {
             dir.write("broken.mat", "stone.png\nmissing.png\n");
             dir.write("bad.png", b"\x89PNG\r\n\x1a\nnot really");
             dir.write("corrupt.mat", "bad.png\n");
+            dir.write("odd.mat", "stone.png\nmodel.fbx\n");
         });
         rig.streamer.register(MaterialLoader);
         let wall = rig.streamer.load::<Material>("wall.mat", 5);
         let broken = rig.streamer.load::<Material>("broken.mat", 5);
         let corrupt = rig.streamer.load::<Material>("corrupt.mat", 5);
+        let odd = rig.streamer.load::<Material>("odd.mat", 5);
         // Every request ends once; the textures' own loads have no event.
         let mut out = Vec::new();
         let mut ended = HashMap::new();
-        while ended.len() < 3 {
+        while ended.len() < 4 {
             out.clear();
             rig.streamer.update(&mut out);
             for event in out.drain(..) {
@@ -269,6 +271,19 @@ fn a_material_loads_after_its_textures_and_fails_with_a_failed_one() {
                         loader_error::<ImageError>(reason),
                         ImageError::Decode(_)
                     ));
+                }
+                other => panic!("{other}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        match &ended[&odd.id()] {
+            LoadEvent::Failed(e) => match &e.kind {
+                AssetErrorKind::DependencyFailed { path, reason } => {
+                    assert_eq!(path, Path::new("model.fbx"));
+                    assert!(
+                        matches!(&**reason, AssetErrorKind::UnknownExtension { extension } if extension == "fbx"),
+                        "{reason}"
+                    );
                 }
                 other => panic!("{other}"),
             },

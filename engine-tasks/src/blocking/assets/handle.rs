@@ -164,7 +164,8 @@ impl SlotCore {
     }
 
     pub(super) fn unpin(&self) {
-        self.pins.fetch_sub(1, Ordering::AcqRel);
+        let before = self.pins.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "a dependency pin given back twice");
     }
 
     /// Someone still wants the running load.

@@ -165,6 +165,10 @@ impl Inner {
                 let slot = Slot::<T>::new(SlotCore::new(slot_id, norm, None));
                 let any: Arc<dyn AnySlot> = slot.clone();
                 drop(requests);
+                if !user {
+                    // The caller's `DepPin` gives it back.
+                    any.core().pin();
+                }
                 this.fail_at_once(&any, user.then_some(id), path, kind);
                 return (Handle::new(id, slot), any);
             }
