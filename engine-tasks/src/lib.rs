@@ -84,7 +84,7 @@ pub use lane::Lane;
 #[cfg(all(not(loom), feature = "assets"))]
 pub use blocking::assets;
 #[cfg(all(not(loom), feature = "assets"))]
-pub use blocking::assets::{AssetError, AssetErrorKind};
+pub use blocking::assets::{AssetError, AssetErrorKind, CodecError, ImageError};
 #[cfg(not(loom))]
 pub use trace::{profile, timeline};
 

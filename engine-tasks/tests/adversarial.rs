@@ -332,6 +332,9 @@ fn every_public_error_is_an_error_at_the_crate_root() {
     is_error::<engine_tasks::BlockingError<fn()>>();
     is_error::<engine_tasks::TimelineError>();
     is_error::<engine_tasks::AssetError>();
+    is_error::<engine_tasks::AssetErrorKind>();
+    is_error::<engine_tasks::CodecError>();
+    is_error::<engine_tasks::ImageError>();
 }
 
 /// The rule for a blocking-pool wait: a worker waiting on a blocking task

@@ -24,22 +24,76 @@
 //! the reason), or cancelled; a request whose reader or decoder panics ends
 //! as [`AssetErrorKind::Interrupted`].
 //!
+//! # Typed loads
+//!
+//! [`AssetStreamer::load`] runs the same pipeline with an [`AssetLoader`]
+//! (chosen by the file's extension, or given with
+//! [`load_with`](AssetStreamer::load_with)) in place of the ETA1 decoder,
+//! and returns a [`Handle`]. Each load is a *slot* keyed by path, value
+//! type and loader; it moves through these states:
+//!
+//! ```text
+//! idle --request--> queued --reader--> read --background lane--> decoding
+//!   ^                 |                                             |
+//!   |             cancelled (no request, no dependent left)    steps done
+//!   |                 v                                             v
+//!   +------------- ended <---- all dependencies ended ---- waiting on dependencies
+//! ```
+//!
+//! A load that ends queues a *commit* (its value or error, and one
+//! [`LoadEvent`] per request that wanted it); [`AssetStreamer::update`],
+//! called once per frame, takes the commits with a `try_lock` and swaps the
+//! values into the slots (an `ArcSwapOption` each), so handles read them
+//! without a lock and a frame sees one value throughout. A second request of
+//! a live slot joins its load; a slot, and its value, is freed when the last
+//! handle to it goes.
+//!
+//! Dependencies ([`LoadContext::depend`]) are slots of their own; a
+//! dependent waits for every dependency to end and fails with
+//! [`AssetErrorKind::DependencyFailed`] if one fails. Each wait is an edge
+//! of a wait-for graph; an edge that would close a cycle is refused and the
+//! load fails with [`AssetErrorKind::DependencyCycle`] instead of waiting
+//! forever.
+//!
+//! Reads wait (on their blocking thread) while the bytes read but not yet
+//! decoded exceed [`StreamerConfig::max_undecoded_bytes`]; a file larger
+//! than the whole budget is admitted when nothing else waits, so it still
+//! loads. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
+//! `AssetStreamer::watch`) loads a live slot again; the new value replaces
+//! the old one at an [`update`](AssetStreamer::update), a failed reload
+//! keeps the old value, and the slots that depend on it reload in turn.
+//!
 //! The root check resolves the path and then reads it: a symbolic link
 //! swapped in between those two steps by someone with write access to the
 //! asset directory is not caught. The check guards against paths that name
 //! files outside the root, not against a hostile writer inside it.
 
+mod budget;
 mod codec;
+mod handle;
+mod loader;
+mod loaders;
 mod streamer;
+mod typed;
+mod waits;
+#[cfg(feature = "hot-reload")]
+mod watch;
 
 pub use codec::{
     decode_asset, encode_asset, AssetDecoder, ASSET_MAGIC, DECODE_STEP, MAX_ASSET_SIZE,
+};
+pub use handle::{Handle, LoadEvent, LoadStatus};
+pub use loader::{AssetLoader, Decode, DecodeSteps, LoadContext};
+pub use loaders::{
+    BytesLoader, CodecError, Image, ImageError, Lz4Loader, PngLoader, ZstdLoader,
+    DEFAULT_MAX_IMAGE_BYTES,
 };
 pub use streamer::{AssetStreamer, StreamerConfig};
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Identifies a request.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,6 +140,128 @@ pub enum AssetErrorKind {
     Interrupted,
     /// Cancelled with [`AssetStreamer::cancel`].
     Cancelled,
+    /// No loader is registered for the file's extension (or it has none).
+    UnknownExtension {
+        /// The extension, lower case (empty if the path has none).
+        extension: String,
+    },
+    /// Loaders are registered for the extension, but none produces the
+    /// requested type.
+    WrongType {
+        /// The extension, lower case.
+        extension: String,
+        /// The requested type.
+        requested: &'static str,
+        /// The types the extension's loaders produce.
+        available: Vec<&'static str>,
+    },
+    /// The loader refused the bytes; its typed error (downcast it to the
+    /// loader's `Error` type, e.g. [`ImageError`]).
+    Loader(Arc<dyn std::error::Error + Send + Sync>),
+    /// A dependency (see [`LoadContext::depend`]) failed.
+    DependencyFailed {
+        /// The dependency.
+        path: PathBuf,
+        /// Why it failed.
+        reason: Arc<AssetErrorKind>,
+    },
+    /// Waiting for the dependency would close a cycle: the paths around it,
+    /// from this asset back to it.
+    DependencyCycle {
+        /// The assets on the cycle, starting with the one that failed.
+        cycle: Vec<PathBuf>,
+    },
+}
+
+impl AssetErrorKind {
+    /// A copy for another request that shared the load (`io::Error` is not
+    /// `Clone`: its kind and message are kept).
+    pub(crate) fn duplicate(&self) -> AssetErrorKind {
+        use AssetErrorKind as K;
+        match self {
+            K::OutsideRoot => K::OutsideRoot,
+            K::NotFound => K::NotFound,
+            K::NotAFile => K::NotAFile,
+            K::TooLarge { size, max } => K::TooLarge {
+                size: *size,
+                max: *max,
+            },
+            K::Unreadable(e) => K::Unreadable(io::Error::new(e.kind(), e.to_string())),
+            K::Corrupt(why) => K::Corrupt(why.clone()),
+            K::PoolUnavailable => K::PoolUnavailable,
+            K::Interrupted => K::Interrupted,
+            K::Cancelled => K::Cancelled,
+            K::UnknownExtension { extension } => K::UnknownExtension {
+                extension: extension.clone(),
+            },
+            K::WrongType {
+                extension,
+                requested,
+                available,
+            } => K::WrongType {
+                extension: extension.clone(),
+                requested,
+                available: available.clone(),
+            },
+            K::Loader(e) => K::Loader(e.clone()),
+            K::DependencyFailed { path, reason } => K::DependencyFailed {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            K::DependencyCycle { cycle } => K::DependencyCycle {
+                cycle: cycle.clone(),
+            },
+        }
+    }
+}
+
+impl fmt::Display for AssetErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AssetErrorKind::OutsideRoot => write!(f, "outside the asset root"),
+            AssetErrorKind::NotFound => write!(f, "not found"),
+            AssetErrorKind::NotAFile => write!(f, "not a regular file"),
+            AssetErrorKind::TooLarge { size, max } => {
+                write!(f, "{size} bytes, over the limit of {max}")
+            }
+            AssetErrorKind::Unreadable(e) => write!(f, "unreadable: {e}"),
+            AssetErrorKind::Corrupt(why) => write!(f, "corrupt: {why}"),
+            AssetErrorKind::PoolUnavailable => write!(f, "the pools are shutting down"),
+            AssetErrorKind::Interrupted => write!(f, "interrupted by a panic"),
+            AssetErrorKind::Cancelled => write!(f, "cancelled"),
+            AssetErrorKind::UnknownExtension { extension } => {
+                write!(f, "no loader for the extension {extension:?}")
+            }
+            AssetErrorKind::WrongType {
+                extension,
+                requested,
+                available,
+            } => write!(
+                f,
+                "no loader makes {requested} from {extension:?} files (they make {})",
+                available.join(", ")
+            ),
+            AssetErrorKind::Loader(e) => write!(f, "loader: {e}"),
+            AssetErrorKind::DependencyFailed { path, reason } => {
+                write!(f, "dependency {}: {reason}", path.display())
+            }
+            AssetErrorKind::DependencyCycle { cycle } => {
+                let names: Vec<_> = cycle.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "dependency cycle: {}", names.join(" -> "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for AssetErrorKind {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AssetErrorKind::Unreadable(e) => Some(e),
+            AssetErrorKind::Loader(e) => Some(&**e),
+            AssetErrorKind::DependencyFailed { reason, .. } => Some(&**reason),
+            _ => None,
+        }
+    }
 }
 
 /// A failed request.
@@ -102,24 +278,15 @@ pub struct AssetError {
 
 impl fmt::Display for AssetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = self.path.display();
-        match &self.kind {
-            AssetErrorKind::OutsideRoot => write!(f, "{path}: outside the asset root"),
-            AssetErrorKind::NotFound => write!(f, "{path}: not found"),
-            AssetErrorKind::NotAFile => write!(f, "{path}: not a regular file"),
-            AssetErrorKind::TooLarge { size, max } => {
-                write!(f, "{path}: {size} bytes, over the limit of {max}")
-            }
-            AssetErrorKind::Unreadable(e) => write!(f, "{path}: unreadable: {e}"),
-            AssetErrorKind::Corrupt(why) => write!(f, "{path}: corrupt: {why}"),
-            AssetErrorKind::PoolUnavailable => write!(f, "{path}: the pools are shutting down"),
-            AssetErrorKind::Interrupted => write!(f, "{path}: interrupted by a panic"),
-            AssetErrorKind::Cancelled => write!(f, "{path}: cancelled"),
-        }
+        write!(f, "{}: {}", self.path.display(), self.kind)
     }
 }
 
-impl std::error::Error for AssetError {}
+impl std::error::Error for AssetError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.kind.source()
+    }
+}
 
 /// The end of one request.
 pub type AssetEvent = Result<Asset, AssetError>;
@@ -141,6 +308,11 @@ pub struct StreamProgress {
     pub bytes_decoded: u64,
     /// Reads running now.
     pub reads_in_flight: usize,
+    /// File bytes read and not yet decoded, now (see
+    /// [`StreamerConfig::max_undecoded_bytes`]).
+    pub undecoded_bytes: u64,
+    /// The most [`undecoded_bytes`](Self::undecoded_bytes) ever held.
+    pub peak_undecoded_bytes: u64,
 }
 
 impl StreamProgress {

@@ -1,66 +1,132 @@
 //! The streamer itself: requests by priority, reader jobs on the blocking
 //! pool, decoding on the background lane, one event per request (see the
-//! parent module for the pipeline).
+//! parent module for the pipeline). Typed loads (`typed.rs`) share the
+//! queue, the readers and the byte budget.
 
+use super::budget::{Budget, Ticket};
 use super::codec::{AssetDecoder, DECODE_STEP, MAX_ASSET_SIZE};
+use super::handle::{AnySlot, Commit};
+use super::loader::ErasedLoader;
+use super::waits::WaitGraph;
 use super::{Asset, AssetError, AssetErrorKind, AssetEvent, AssetId, StreamProgress};
 use crate::blocking::BlockingPoolHandle;
 use crate::lane::Lane;
 use crate::pool::PoolHandle;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::any::TypeId;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError, Weak};
 
-struct Pending {
-    priority: i32,
-    /// Earlier requests first among equal priorities.
-    seq: u64,
-    id: AssetId,
-    path: PathBuf,
+/// What a queued request loads.
+pub(super) enum Job {
+    /// A request of [`AssetStreamer::request`]: ETA1 bytes, one event.
+    Legacy(AssetId),
+    /// A typed load (`typed.rs`).
+    Slot(Arc<dyn AnySlot>),
 }
 
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
+pub(super) struct Pending {
+    pub(super) path: PathBuf,
+    pub(super) job: Job,
+}
+
+/// Identifies a queued job, to change its priority.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum QueueKey {
+    Legacy(AssetId),
+    Slot(u64),
+}
+
+impl Pending {
+    fn key(&self) -> QueueKey {
+        match &self.job {
+            Job::Legacy(id) => QueueKey::Legacy(*id),
+            Job::Slot(slot) => QueueKey::Slot(slot.core().id),
+        }
     }
 }
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.priority
-            .cmp(&other.priority)
-            .then(other.seq.cmp(&self.seq))
-    }
-}
+
+/// A slot's identity: path, value type, and the loader type of a
+/// `load_with` (registered loaders: `None`).
+pub(super) type SlotKey = (PathBuf, TypeId, Option<TypeId>);
 
 #[derive(Default)]
-struct Requests {
-    pending: BinaryHeap<Pending>,
+pub(super) struct Requests {
+    /// Waiting jobs, the most urgent last: (priority, earlier first).
+    pending: BTreeMap<(i32, Reverse<u64>), Pending>,
+    /// Where each waiting job is in `pending`.
+    queued: HashMap<QueueKey, (i32, Reverse<u64>)>,
+    next_seq: u64,
     /// Requests not yet ended.
     live: HashSet<AssetId>,
     cancelled: HashSet<AssetId>,
     /// Reader jobs queued or running on the blocking pool.
     readers: usize,
-    next_id: u64,
+    pub(super) next_id: u64,
+    /// Live typed loads, to share them.
+    pub(super) slots: HashMap<SlotKey, Weak<dyn AnySlot>>,
+    /// Typed requests (for `cancel` and `set_priority`); an entry may
+    /// outlive its request (checked against the slot).
+    pub(super) typed: HashMap<AssetId, Weak<dyn AnySlot>>,
+    pub(super) next_slot: u64,
+}
+
+impl Requests {
+    pub(super) fn push(&mut self, priority: i32, pending: Pending) {
+        let key = (priority, Reverse(self.next_seq));
+        self.next_seq += 1;
+        self.queued.insert(pending.key(), key);
+        self.pending.insert(key, pending);
+    }
+
+    fn pop(&mut self) -> Option<Pending> {
+        let (_, pending) = self.pending.pop_last()?;
+        self.queued.remove(&pending.key());
+        Some(pending)
+    }
+
+    /// Takes a waiting job out of the queue.
+    pub(super) fn remove(&mut self, key: QueueKey) -> Option<Pending> {
+        let at = self.queued.remove(&key)?;
+        self.pending.remove(&at)
+    }
+
+    /// Moves a waiting job to `priority` (keeping its place among equals).
+    /// `false` if it is not waiting.
+    pub(super) fn reprioritise(&mut self, key: QueueKey, priority: i32) -> bool {
+        let Some(at) = self.queued.get_mut(&key) else {
+            return false;
+        };
+        let old = *at;
+        at.0 = priority;
+        let new = *at;
+        let pending = self.pending.remove(&old).expect("queued jobs are pending");
+        self.pending.insert(new, pending);
+        true
+    }
+
+    /// A fresh request id.
+    pub(super) fn new_id(&mut self) -> AssetId {
+        let id = AssetId(self.next_id);
+        self.next_id += 1;
+        id
+    }
 }
 
 #[derive(Default)]
-struct Counters {
-    requested: AtomicU64,
-    loaded: AtomicU64,
-    failed: AtomicU64,
-    cancelled: AtomicU64,
+pub(super) struct Counters {
+    pub(super) requested: AtomicU64,
+    pub(super) loaded: AtomicU64,
+    pub(super) failed: AtomicU64,
+    pub(super) cancelled: AtomicU64,
     bytes_read: AtomicU64,
     bytes_decoded: AtomicU64,
     reads_in_flight: AtomicUsize,
+    pub(super) undecoded: AtomicU64,
 }
 
 /// How an [`AssetStreamer`] reads.
@@ -74,6 +140,11 @@ pub struct StreamerConfig {
     /// byte is read and again while reading (a file can grow). Default:
     /// [`MAX_ASSET_SIZE`] (1 GiB).
     pub max_file_size: u64,
+    /// Most file bytes read but not yet decoded: a read waits (on its
+    /// blocking thread) until decoders catch up, so a burst of requests
+    /// cannot hold gigabytes of undecoded files. A file larger than this
+    /// is read once nothing else waits to be decoded. Default: 256 MiB.
+    pub max_undecoded_bytes: u64,
 }
 
 impl Default for StreamerConfig {
@@ -81,6 +152,7 @@ impl Default for StreamerConfig {
         StreamerConfig {
             max_reads_in_flight: 2,
             max_file_size: MAX_ASSET_SIZE,
+            max_undecoded_bytes: 256 << 20,
         }
     }
 }
@@ -97,17 +169,36 @@ impl StreamerConfig {
         self.max_file_size = bytes;
         self
     }
+
+    /// Sets [`max_undecoded_bytes`](Self::max_undecoded_bytes).
+    pub fn max_undecoded_bytes(mut self, bytes: u64) -> Self {
+        self.max_undecoded_bytes = bytes;
+        self
+    }
 }
 
-struct Inner {
-    root: PathBuf,
+/// Registered loaders: by extension, each extension's loaders by the type
+/// they produce.
+pub(super) type Registry = HashMap<String, Vec<Arc<dyn ErasedLoader>>>;
+
+pub(super) struct Inner {
+    pub(super) root: PathBuf,
     max_reads: usize,
     max_file_size: u64,
-    pool: PoolHandle,
+    pub(super) pool: PoolHandle,
     blocking: BlockingPoolHandle,
     requests: Mutex<Requests>,
     done: Mutex<VecDeque<AssetEvent>>,
-    counters: Counters,
+    pub(super) counters: Counters,
+    pub(super) budget: Budget,
+    pub(super) loaders: RwLock<Registry>,
+    /// Typed loads' ends, applied by `update`.
+    pub(super) commits: Mutex<VecDeque<Commit>>,
+    /// The wait-for graph of dependencies.
+    pub(super) waits: WaitGraph,
+    /// The file watcher of `watch`, kept alive with the streamer.
+    #[cfg(feature = "hot-reload")]
+    pub(super) watcher: Mutex<Option<notify::RecommendedWatcher>>,
 }
 
 /// Streams assets from a directory; see the module docs.
@@ -136,7 +227,7 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct AssetStreamer {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for AssetStreamer {
@@ -190,7 +281,7 @@ impl AssetStreamer {
                 format!("{} is not a directory", root.display()),
             ));
         }
-        Ok(AssetStreamer {
+        let streamer = AssetStreamer {
             inner: Arc::new(Inner {
                 root,
                 max_reads: config.max_reads_in_flight.max(1),
@@ -200,8 +291,16 @@ impl AssetStreamer {
                 requests: Mutex::new(Requests::default()),
                 done: Mutex::new(VecDeque::new()),
                 counters: Counters::default(),
+                budget: Budget::new(config.max_undecoded_bytes),
+                loaders: RwLock::new(HashMap::new()),
+                commits: Mutex::new(VecDeque::new()),
+                waits: WaitGraph::default(),
+                #[cfg(feature = "hot-reload")]
+                watcher: Mutex::new(None),
             }),
-        })
+        };
+        streamer.register_builtin_loaders();
+        Ok(streamer)
     }
 
     /// The asset root (canonical).
@@ -238,16 +337,11 @@ impl AssetStreamer {
         inner.counters.requested.fetch_add(1, Ordering::Relaxed);
         let id = {
             let mut requests = inner.lock_requests();
-            let id = AssetId(requests.next_id);
-            requests.next_id += 1;
+            let id = requests.new_id();
             requests.live.insert(id);
             if is_plain_relative(&path) {
-                requests.pending.push(Pending {
-                    priority,
-                    seq: id.0,
-                    id,
-                    path,
-                });
+                let job = Job::Legacy(id);
+                requests.push(priority, Pending { path, job });
             } else {
                 drop(requests);
                 inner.finish(Err(AssetError {
@@ -266,13 +360,35 @@ impl AssetStreamer {
     /// Cancels a request that has not ended yet; its event will be
     /// [`AssetErrorKind::Cancelled`] (unless it ends before the
     /// cancellation is seen). Returns `false` if it had already ended.
+    ///
+    /// A typed request ([`load`](Self::load)) ends at once, as
+    /// [`LoadEvent::Failed`](super::LoadEvent::Failed) with
+    /// [`AssetErrorKind::Cancelled`] at the next
+    /// [`update`](Self::update); the load it shared goes on for the other
+    /// requests and dependents that want it, and stops if none is left.
+    /// The cancelled request's handles still share the slot: they read the
+    /// value if another request loads it.
     pub fn cancel(&self, id: AssetId) -> bool {
         let mut requests = self.inner.lock_requests();
+        if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
+            return Inner::cancel_typed(&self.inner, &mut requests, id, slot);
+        }
         if !requests.live.contains(&id) {
             return false;
         }
         requests.cancelled.insert(id);
         true
+    }
+
+    /// Changes the priority of a request that waits to be read (a typed
+    /// load takes the highest priority of its requests). Returns `false` if
+    /// it is not waiting (being read, decoded, or ended).
+    pub fn set_priority(&self, id: AssetId, priority: i32) -> bool {
+        let mut requests = self.inner.lock_requests();
+        if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
+            return Inner::set_priority_typed(&mut requests, id, slot, priority);
+        }
+        requests.reprioritise(QueueKey::Legacy(id), priority)
     }
 
     /// Moves every finished request's event into `out`, without blocking:
@@ -302,6 +418,8 @@ impl AssetStreamer {
             bytes_read: c.bytes_read.load(Ordering::Relaxed),
             bytes_decoded: c.bytes_decoded.load(Ordering::Relaxed),
             reads_in_flight: c.reads_in_flight.load(Ordering::Relaxed),
+            undecoded_bytes: c.undecoded.load(Ordering::Relaxed),
+            peak_undecoded_bytes: self.inner.budget.peak(),
         }
     }
 }
@@ -356,7 +474,7 @@ fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, AssetErrorKind> {
 }
 
 /// Relative, and no component that could climb out of the root.
-fn is_plain_relative(path: &Path) -> bool {
+pub(super) fn is_plain_relative(path: &Path) -> bool {
     !path.as_os_str().is_empty()
         && path
             .components()
@@ -380,25 +498,40 @@ impl ReaderSlot {
         loop {
             let (next, cancelled) = {
                 let mut requests = inner.lock_requests();
-                let Some(next) = requests.pending.pop() else {
+                let Some(next) = requests.pop() else {
                     requests.readers -= 1;
                     inner.publish_readers(&requests);
                     self.armed = false;
                     return;
                 };
-                let cancelled = requests.cancelled.contains(&next.id);
+                let cancelled = match &next.job {
+                    Job::Legacy(id) => requests.cancelled.contains(id),
+                    Job::Slot(_) => false,
+                };
                 (next, cancelled)
+            };
+            let id = match next.job {
+                Job::Legacy(id) => id,
+                Job::Slot(slot) => {
+                    Inner::read_slot(&inner, slot);
+                    continue;
+                }
             };
             let claim = Claim {
                 inner: inner.clone(),
-                id: next.id,
+                id,
                 path: Some(next.path),
+                ticket: None,
             };
             if cancelled {
                 claim.end(Err(AssetErrorKind::Cancelled));
                 continue;
             }
-            let read = inner.read(claim.path());
+            let mut claim = claim;
+            let read = inner.read(claim.path()).map(|(bytes, ticket)| {
+                claim.ticket = Some(ticket);
+                bytes
+            });
             let decode = move || claim.decode(read);
             if let Err(refused) = inner.pool.spawn(Lane::Background, decode) {
                 (refused.into_inner())();
@@ -416,6 +549,8 @@ struct Claim {
     id: AssetId,
     /// `None` once ended.
     path: Option<PathBuf>,
+    /// The read bytes' share of the budget, given back when the claim ends.
+    ticket: Option<Ticket>,
 }
 
 impl Claim {
@@ -498,27 +633,33 @@ impl Drop for ReaderSlot {
             requests.readers -= 1;
             self.inner.publish_readers(&requests);
             if requests.readers == 0 {
-                requests.pending.drain().collect()
+                requests.queued.clear();
+                std::mem::take(&mut requests.pending)
+                    .into_values()
+                    .collect()
             } else {
                 Vec::new()
             }
         };
-        for Pending { id, path, .. } in orphans {
+        for Pending { path, job } in orphans {
             let kind = AssetErrorKind::PoolUnavailable;
-            self.inner.finish(Err(AssetError { id, path, kind }));
+            match job {
+                Job::Legacy(id) => self.inner.finish(Err(AssetError { id, path, kind })),
+                Job::Slot(slot) => Inner::finish_load(&self.inner, slot, Err(kind)),
+            }
         }
     }
 }
 
 impl Inner {
-    fn lock_requests(&self) -> MutexGuard<'_, Requests> {
+    pub(super) fn lock_requests(&self) -> MutexGuard<'_, Requests> {
         self.requests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Starts reader jobs while fewer than `max_reads` run and requests
     /// wait. A reader serves requests until none is left, so the blocking
     /// pool never holds more than `max_reads` of our jobs.
-    fn pump(this: &Arc<Inner>) {
+    pub(super) fn pump(this: &Arc<Inner>) {
         loop {
             {
                 let mut requests = this.lock_requests();
@@ -548,8 +689,13 @@ impl Inner {
             .store(requests.readers, Ordering::Relaxed);
     }
 
-    /// Resolves `path` under the root and reads it (on a blocking thread).
-    fn read(&self, path: &Path) -> Result<Vec<u8>, AssetErrorKind> {
+    /// Resolves `path` under the root, waits for room in the budget and
+    /// reads it (on a blocking thread). The ticket holds the bytes' share of
+    /// the budget until the decode ends.
+    pub(super) fn read(
+        self: &Arc<Inner>,
+        path: &Path,
+    ) -> Result<(Vec<u8>, Ticket), AssetErrorKind> {
         let full = self
             .root
             .join(path)
@@ -561,12 +707,17 @@ impl Inner {
         if !full.starts_with(&self.root) {
             return Err(AssetErrorKind::OutsideRoot);
         }
+        // The size now; a file that grows is held to `max_file_size` while
+        // read, and its ticket corrected after.
+        let expected = std::fs::metadata(&full).map_or(0, |m| m.len().min(self.max_file_size));
+        let mut ticket = self.admit(expected);
         let bytes = read_regular_file(&full, self.max_file_size)?;
+        ticket.resize(bytes.len() as u64);
         // Relaxed: a statistic.
         self.counters
             .bytes_read
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Ok(bytes)
+        Ok((bytes, ticket))
     }
 
     /// Ends a request: counts it and queues its event.

@@ -1,0 +1,586 @@
+//! Typed asset loads, loaders: every built-in loader, a custom loader in
+//! steps, dependencies (loaded, failed, cyclic) and bad input. Every case
+//! runs under a watchdog and checks values, errors and that each request
+//! ends exactly once, never timings.
+
+mod common;
+#[path = "common/asset_rig.rs"]
+mod rig;
+
+use common::within_watchdog;
+use engine_tasks::assets::{
+    encode_asset, AssetErrorKind, AssetLoader, BytesLoader, CodecError, Decode, DecodeSteps,
+    Handle, Image, ImageError, LoadContext, LoadEvent, LoadStatus, StreamerConfig,
+};
+use rig::{gradient, loaded, loader_error, png_file, Material, MaterialLoader, Rig};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+#[test]
+fn every_built_in_loader_decodes_its_format() {
+    within_watchdog("built-in loaders", || {
+        let big: Vec<u8> = (0..600_000u32).map(|i| (i / 3 % 251) as u8).collect();
+        let rgba = gradient(300, 200);
+        let rgb: Vec<u8> = rgba.chunks(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+        let gray: Vec<u8> = rgba.chunks(4).map(|p| p[0]).collect();
+        let indexed: Vec<u8> = (0..16u8).map(|i| i % 3).collect();
+        let rig = Rig::new("builtin", StreamerConfig::default(), |dir| {
+            dir.write("raw.bin", b"raw bytes");
+            dir.write("big.eta", encode_asset(&big));
+            let zst = ruzstd::encoding::compress_to_vec(
+                &big[..],
+                ruzstd::encoding::CompressionLevel::Fastest,
+            );
+            dir.write("big.zst", zst);
+            dir.write("rgba.png", png_file(300, 200, png::ColorType::Rgba, &rgba));
+            dir.write("rgb.PNG", png_file(300, 200, png::ColorType::Rgb, &rgb));
+            dir.write(
+                "gray.png",
+                png_file(300, 200, png::ColorType::Grayscale, &gray),
+            );
+            dir.write("pal.png", png_file(4, 4, png::ColorType::Indexed, &indexed));
+        });
+        let s = &rig.streamer;
+        let raw = s.load::<Vec<u8>>("raw.bin", 0);
+        let eta = s.load::<Vec<u8>>("big.eta", 0);
+        let zst = s.load::<Vec<u8>>("big.zst", 0);
+        let rgba_image = s.load::<Image>("rgba.png", 0);
+        let rgb_image = s.load::<Image>("rgb.PNG", 0);
+        let gray_image = s.load::<Image>("gray.png", 0);
+        let pal_image = s.load::<Image>("pal.png", 0);
+        let outcomes = rig.outcomes();
+        assert_eq!(outcomes.len(), 7);
+        assert!(outcomes.values().all(Result::is_ok), "{outcomes:?}");
+        assert_eq!(*loaded(&raw), b"raw bytes");
+        assert_eq!(*loaded(&eta), big);
+        assert_eq!(*loaded(&zst), big);
+        let expected = Image {
+            width: 300,
+            height: 200,
+            rgba: rgba.clone(),
+        };
+        assert_eq!(*loaded(&rgba_image), expected);
+        let opaque: Vec<u8> = rgba
+            .chunks(4)
+            .flat_map(|p| [p[0], p[1], p[2], 255])
+            .collect();
+        assert_eq!(loaded(&rgb_image).rgba, opaque);
+        let grey: Vec<u8> = rgba
+            .chunks(4)
+            .flat_map(|p| [p[0], p[0], p[0], 255])
+            .collect();
+        assert_eq!(loaded(&gray_image).rgba, grey);
+        let palette = [[255, 0, 0, 255], [0, 255, 0, 255], [0, 0, 255, 255]];
+        let pixels: Vec<u8> = indexed.iter().flat_map(|&i| palette[i as usize]).collect();
+        assert_eq!(loaded(&pal_image).rgba, pixels);
+        assert_eq!(raw.generation(), 1);
+    });
+}
+
+/// Counts its loads; decodes in steps of `budget` bytes and fails on
+/// files starting with `!`, with a typed error.
+struct Chunked {
+    loads: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, PartialEq)]
+struct Refused(u8);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refused byte {}", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+struct ChunkSteps {
+    bytes: Vec<u8>,
+    at: usize,
+    steps: usize,
+}
+
+impl DecodeSteps for ChunkSteps {
+    type Asset = (String, usize);
+    type Error = Refused;
+
+    fn step(&mut self, _budget: usize) -> Result<Poll<(String, usize)>, Refused> {
+        self.steps += 1;
+        self.at = (self.at + 4).min(self.bytes.len());
+        if self.at < self.bytes.len() {
+            return Ok(Poll::Pending);
+        }
+        let text = String::from_utf8_lossy(&self.bytes).into_owned();
+        Ok(Poll::Ready((text, self.steps)))
+    }
+}
+
+impl AssetLoader for Chunked {
+    type Asset = (String, usize);
+    type Error = Refused;
+
+    fn extensions(&self) -> &[&str] {
+        &["txt"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<(String, usize), Refused>, Refused> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        if bytes.first() == Some(&b'!') {
+            return Err(Refused(b'!'));
+        }
+        Ok(Decode::Steps(Box::new(ChunkSteps {
+            bytes,
+            at: 0,
+            steps: 0,
+        })))
+    }
+}
+
+#[test]
+fn a_custom_loader_decodes_in_steps_and_reports_its_typed_error() {
+    within_watchdog("custom loader", || {
+        let rig = Rig::new("custom", StreamerConfig::default(), |dir| {
+            dir.write("poem.txt", b"sixteen bytes!!!");
+            dir.write("bad.txt", b"!nope");
+        });
+        let loads = Arc::new(AtomicUsize::new(0));
+        rig.streamer.register(Chunked {
+            loads: loads.clone(),
+        });
+        let poem = rig.streamer.load::<(String, usize)>("poem.txt", 0);
+        let bad = rig.streamer.load::<(String, usize)>("bad.txt", 0);
+        // The same file as bytes, with a loader for this request only: a
+        // load of its own (another type).
+        let raw = rig
+            .streamer
+            .load_with("poem.txt", 0, BytesLoader::with_extensions(&["txt"]));
+        let outcomes = rig.outcomes();
+        assert_eq!(*loaded(&poem), ("sixteen bytes!!!".to_string(), 4));
+        assert_eq!(*loaded(&raw), b"sixteen bytes!!!");
+        let error = outcomes[&bad.id().0].as_ref().unwrap_err();
+        assert_eq!(loader_error::<Refused>(error), &Refused(b'!'));
+        assert_eq!(bad.status(), LoadStatus::Failed);
+        assert!(bad.get().is_none());
+        assert!(matches!(*bad.error().unwrap(), AssetErrorKind::Loader(_)));
+        assert_eq!(loads.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// Material files that depend on each other (for cycles).
+struct LinkLoader;
+
+impl AssetLoader for LinkLoader {
+    type Asset = Vec<Handle<Vec<u8>>>;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["link"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        cx: &mut LoadContext,
+    ) -> Result<Decode<Self::Asset, std::io::Error>, std::io::Error> {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let links = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| cx.depend::<Vec<Handle<Vec<u8>>>>(l))
+            .collect::<Vec<_>>();
+        // The value holds no handle (a cycle of handles would never free).
+        drop(links);
+        Ok(Decode::Done(Vec::new()))
+    }
+}
+
+#[test]
+fn a_material_loads_after_its_textures_and_fails_with_a_failed_one() {
+    within_watchdog("dependencies", || {
+        let rig = Rig::new("deps", StreamerConfig::default(), |dir| {
+            dir.write(
+                "stone.png",
+                png_file(64, 32, png::ColorType::Rgba, &gradient(64, 32)),
+            );
+            dir.write(
+                "moss.png",
+                png_file(16, 16, png::ColorType::Rgba, &gradient(16, 16)),
+            );
+            dir.write("wall.mat", "stone.png\nmoss.png\n");
+            dir.write("broken.mat", "stone.png\nmissing.png\n");
+            dir.write("bad.png", b"\x89PNG\r\n\x1a\nnot really");
+            dir.write("corrupt.mat", "bad.png\n");
+            dir.write("odd.mat", "stone.png\nmodel.fbx\n");
+        });
+        rig.streamer.register(MaterialLoader);
+        let wall = rig.streamer.load::<Material>("wall.mat", 5);
+        let broken = rig.streamer.load::<Material>("broken.mat", 5);
+        let corrupt = rig.streamer.load::<Material>("corrupt.mat", 5);
+        let odd = rig.streamer.load::<Material>("odd.mat", 5);
+        // Every request ends once; the textures' own loads have no event.
+        let mut out = Vec::new();
+        let mut ended = HashMap::new();
+        while ended.len() < 4 {
+            out.clear();
+            rig.streamer.update(&mut out);
+            for event in out.drain(..) {
+                if let LoadEvent::Loaded { id, .. } = &event {
+                    if *id == wall.id() {
+                        // Both textures are readable in the frame that
+                        // sees the material.
+                        let material = wall.get().unwrap();
+                        assert!(material.textures.iter().all(|t| t.get().is_some()));
+                    }
+                }
+                let id = match &event {
+                    LoadEvent::Loaded { id, .. } => *id,
+                    LoadEvent::Failed(e) => e.id,
+                    other => panic!("unexpected {other:?}"),
+                };
+                assert!(ended.insert(id, event).is_none(), "ended twice");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let material = loaded(&wall);
+        assert_eq!(material.textures.len(), 2);
+        assert_eq!(loaded(&material.textures[0]).width, 64);
+        assert_eq!(loaded(&material.textures[1]).rgba, gradient(16, 16));
+        match &ended[&broken.id()] {
+            LoadEvent::Failed(e) => match &e.kind {
+                AssetErrorKind::DependencyFailed { path, reason } => {
+                    assert_eq!(path, Path::new("missing.png"));
+                    assert!(matches!(**reason, AssetErrorKind::NotFound), "{reason}");
+                }
+                other => panic!("{other}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        match &ended[&corrupt.id()] {
+            LoadEvent::Failed(e) => match &e.kind {
+                AssetErrorKind::DependencyFailed { path, reason } => {
+                    assert_eq!(path, Path::new("bad.png"));
+                    assert!(matches!(
+                        loader_error::<ImageError>(reason),
+                        ImageError::Decode(_)
+                    ));
+                }
+                other => panic!("{other}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        match &ended[&odd.id()] {
+            LoadEvent::Failed(e) => match &e.kind {
+                AssetErrorKind::DependencyFailed { path, reason } => {
+                    assert_eq!(path, Path::new("model.fbx"));
+                    assert!(
+                        matches!(&**reason, AssetErrorKind::UnknownExtension { extension } if extension == "fbx"),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{other}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(broken.status(), LoadStatus::Failed);
+        // A texture shared by two materials was loaded once.
+        let stone = rig.streamer.load::<Image>("stone.png", 0);
+        assert!(stone.same_load(&material.textures[0]));
+    });
+}
+
+#[test]
+fn dependency_cycles_fail_instead_of_waiting_forever() {
+    within_watchdog("dependency cycles", || {
+        let rig = Rig::new("cycles", StreamerConfig::default(), |dir| {
+            dir.write("a.link", "b.link\n");
+            dir.write("b.link", "c.link\n");
+            dir.write("c.link", "a.link\n");
+            dir.write("self.link", "self.link\n");
+            dir.write("leaf.link", "");
+            dir.write("tree.link", "leaf.link\n");
+        });
+        rig.streamer.register(LinkLoader);
+        let a = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("a.link", 0);
+        let b = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("b.link", 0);
+        let selfish = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("self.link", 0);
+        let tree = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("tree.link", 0);
+        let outcomes = rig.outcomes();
+        assert_eq!(outcomes.len(), 4);
+        assert!(outcomes[&tree.id().0].is_ok());
+        let is_cycle = |kind: &AssetErrorKind| match kind {
+            AssetErrorKind::DependencyCycle { cycle } => !cycle.is_empty(),
+            _ => false,
+        };
+        match outcomes[&selfish.id().0].as_ref().unwrap_err() {
+            AssetErrorKind::DependencyCycle { cycle } => {
+                assert_eq!(cycle, &[PathBuf::from("self.link")]);
+            }
+            other => panic!("{other}"),
+        }
+        // One load of the ring finds the cycle; the others fail through it.
+        for handle in [&a, &b] {
+            let kind = outcomes[&handle.id().0].as_ref().unwrap_err();
+            let through = match kind {
+                AssetErrorKind::DependencyFailed { reason, .. } => {
+                    is_cycle(reason) || matches!(&**reason, AssetErrorKind::DependencyFailed { .. })
+                }
+                other => is_cycle(other),
+            };
+            assert!(through, "{kind}");
+        }
+    });
+}
+
+#[test]
+fn bad_input_ends_in_typed_errors() {
+    within_watchdog("bad input", || {
+        let mut huge = png_file(1, 1, png::ColorType::Rgba, &[0; 4]);
+        // IHDR: 100,000 x 100,000 (40 GB of RGBA8), CRC left wrong.
+        huge[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+        huge[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        let good = png_file(64, 64, png::ColorType::Rgba, &gradient(64, 64));
+        let config = StreamerConfig::default().max_file_size(1 << 20);
+        let rig = Rig::new("bad", config, |dir| {
+            dir.write("model.fbx", b"unknown");
+            dir.write("noext", b"none");
+            dir.write("huge.png", &huge);
+            dir.write("garbage.png", b"this is not a png at all, not even close");
+            dir.write("truncated.png", &good[..good.len() / 2]);
+            dir.write("flipped.png", {
+                let mut f = good.clone();
+                let at = f.len() / 2;
+                f[at] ^= 0xff;
+                f
+            });
+            dir.write("bad.zst", b"\x28\xb5\x2f\xfd garbage");
+            dir.write("bad.eta", b"ETA1 garbage");
+            std::fs::create_dir(dir.0.join("folder.png")).unwrap();
+        });
+        let s = &rig.streamer;
+        let unknown = s.load::<Vec<u8>>("model.fbx", 0);
+        let noext = s.load::<Vec<u8>>("noext", 0);
+        let wrong = s.load::<Image>("model.bin", 0);
+        let huge = s.load::<Image>("huge.png", 0);
+        let garbage = s.load::<Image>("garbage.png", 0);
+        let truncated = s.load::<Image>("truncated.png", 0);
+        let flipped = s.load::<Image>("flipped.png", 0);
+        let zst = s.load::<Vec<u8>>("bad.zst", 0);
+        let eta = s.load::<Vec<u8>>("bad.eta", 0);
+        let folder = s.load::<Image>("folder.png", 0);
+        let outside = s.load::<Vec<u8>>("../secret.bin", 0);
+        let o = rig.outcomes();
+        assert_eq!(o.len(), 11, "one event per request");
+        let err = |h: AssetIdOf| o[&h.0].as_ref().unwrap_err();
+        assert!(
+            matches!(err(id(&unknown)), AssetErrorKind::UnknownExtension { extension } if extension == "fbx")
+        );
+        assert!(
+            matches!(err(id(&noext)), AssetErrorKind::UnknownExtension { extension } if extension.is_empty())
+        );
+        match err(id(&wrong)) {
+            AssetErrorKind::WrongType {
+                requested,
+                available,
+                ..
+            } => {
+                assert!(requested.contains("Image"));
+                assert_eq!(available, &["alloc::vec::Vec<u8>"]);
+            }
+            other => panic!("{other}"),
+        }
+        match loader_error::<ImageError>(err(id(&huge))) {
+            ImageError::TooLarge { width, height, .. } => {
+                assert_eq!((*width, *height), (100_000, 100_000));
+            }
+            other => panic!("{other}"),
+        }
+        for h in [&garbage, &truncated, &flipped] {
+            assert!(matches!(
+                loader_error::<ImageError>(err(id(h))),
+                ImageError::Decode(_)
+            ));
+        }
+        assert!(matches!(
+            loader_error::<CodecError>(err(id(&zst))),
+            CodecError::Corrupt(_)
+        ));
+        assert!(matches!(
+            loader_error::<CodecError>(err(id(&eta))),
+            CodecError::Corrupt(_)
+        ));
+        assert!(matches!(err(id(&folder)), AssetErrorKind::NotAFile));
+        assert!(matches!(err(id(&outside)), AssetErrorKind::OutsideRoot));
+    });
+}
+
+type AssetIdOf = engine_tasks::assets::AssetId;
+
+fn id<T: Send + Sync + 'static>(handle: &Handle<T>) -> AssetIdOf {
+    handle.id()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_fifo_is_refused_and_the_requests_behind_it_load() {
+    use std::ffi::CString;
+    within_watchdog("fifo", || {
+        let rig = Rig::new(
+            "fifo",
+            StreamerConfig::default().max_reads_in_flight(1),
+            |dir| {
+                let c_path = CString::new(dir.0.join("pipe.png").to_str().unwrap()).unwrap();
+                // SAFETY: a valid NUL-terminated path; mkfifo has no other
+                // preconditions.
+                assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+                dir.write("after.bin", b"after");
+            },
+        );
+        let pipe = rig.streamer.load::<Image>("pipe.png", 1);
+        let after = rig.streamer.load::<Vec<u8>>("after.bin", 0);
+        let o = rig.outcomes();
+        assert!(matches!(o[&pipe.id().0], Err(AssetErrorKind::NotAFile)));
+        assert_eq!(*loaded(&after), b"after");
+    });
+}
+
+#[test]
+fn a_file_that_grows_while_it_is_read_ends_once_within_the_limit() {
+    within_watchdog("growing file", || {
+        const MAX: u64 = 1 << 20;
+        let config = StreamerConfig::default().max_file_size(MAX);
+        let rig = Rig::new("grow", config, |dir| {
+            dir.write("log.bin", vec![b'a'; 512 * 1024])
+        });
+        let path = rig.dir.0.join("log.bin");
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+            for _ in 0..64 {
+                file.write_all(&[b'a'; 64 * 1024]).unwrap();
+            }
+        });
+        let log = rig.streamer.load::<Vec<u8>>("log.bin", 0);
+        let o = rig.outcomes();
+        writer.join().unwrap();
+        assert_eq!(o.len(), 1);
+        match &o[&log.id().0] {
+            Ok(()) => {
+                let bytes = loaded(&log);
+                assert!(bytes.len() as u64 <= MAX && bytes.iter().all(|&b| b == b'a'));
+            }
+            Err(AssetErrorKind::TooLarge { max, .. }) => assert_eq!(*max, MAX),
+            Err(other) => panic!("{other}"),
+        }
+        // Read again now that it is over the limit: refused by its size.
+        let again = rig.streamer.load::<Vec<u8>>("log.bin", 0);
+        let o = rig.outcomes();
+        assert!(
+            matches!(o[&again.id().0], Err(AssetErrorKind::TooLarge { .. }))
+                || again.same_load(&log)
+        );
+    });
+}
+
+/// Panics while loading (`boom`) or in its second step (`late`).
+struct Panicky;
+
+struct PanicSteps;
+
+impl DecodeSteps for PanicSteps {
+    type Asset = u8;
+    type Error = std::io::Error;
+
+    fn step(&mut self, _: usize) -> Result<Poll<u8>, std::io::Error> {
+        panic!("a loader bug, in a step");
+    }
+}
+
+impl AssetLoader for Panicky {
+    type Asset = u8;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["panic"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<u8, Self::Error>, Self::Error> {
+        match bytes.as_slice() {
+            b"boom" => panic!("a loader bug"),
+            b"late" => Ok(Decode::Steps(Box::new(PanicSteps))),
+            _ => Ok(Decode::Done(bytes.len() as u8)),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_loader_ends_its_requests_as_interrupted() {
+    within_watchdog("panicking loader", || {
+        let rig = Rig::new("panic", StreamerConfig::default(), |dir| {
+            dir.write("boom.panic", "boom");
+            dir.write("late.panic", "late");
+            dir.write("fine.panic", "fine!");
+        });
+        rig.streamer.register(Panicky);
+        let boom = rig.streamer.load::<u8>("boom.panic", 0);
+        let boom_too = rig.streamer.load::<u8>("boom.panic", 0);
+        let late = rig.streamer.load::<u8>("late.panic", 0);
+        let o = rig.outcomes();
+        assert_eq!(o.len(), 3, "one event per request");
+        for h in [&boom, &boom_too, &late] {
+            assert!(
+                matches!(o[&h.id().0], Err(AssetErrorKind::Interrupted)),
+                "{:?}",
+                o[&h.id().0]
+            );
+        }
+        // The streamer and its pools go on.
+        let fine = rig.streamer.load::<u8>("fine.panic", 0);
+        assert!(rig.outcomes()[&fine.id().0].is_ok());
+        assert_eq!(*loaded(&fine), 5);
+        assert_eq!(rig.streamer.progress().undecoded_bytes, 0);
+    });
+}
+
+#[test]
+fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
+    within_watchdog("blocking pool shut down", || {
+        let dir = rig::TempDir::new("shutdown");
+        dir.write("a.bin", "a");
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder().build().unwrap();
+        let streamer =
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        blocking.shutdown();
+        let a = streamer.load::<Vec<u8>>("a.bin", 0);
+        let b = streamer.load::<Vec<u8>>("a.bin", 0);
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            streamer.update(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for event in &out {
+            match event {
+                LoadEvent::Failed(e) => {
+                    assert!(e.id == a.id() || e.id == b.id());
+                    assert!(matches!(e.kind, AssetErrorKind::PoolUnavailable), "{e}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(a.status(), LoadStatus::Failed);
+        let p = streamer.progress();
+        assert_eq!((p.requested, p.failed), (2, 2));
+    });
+}
