@@ -77,9 +77,9 @@ impl<T> Completion<T> {
     }
 }
 
-/// The result of a task on a [`BlockingPool`]: wait for it, or have a
-/// continuation scheduled on the work-stealing pool when it is ready.
-/// Dropping it detaches the task.
+/// The result of a task on a [`BlockingPool`](crate::BlockingPool): wait
+/// for it, or have a continuation scheduled on the work-stealing pool when
+/// it is ready. Dropping it detaches the task.
 #[must_use = "dropping a BlockingTask detaches it; wait() for it or chain it with then()"]
 pub struct BlockingTask<T> {
     completion: Arc<Completion<T>>,
