@@ -4,12 +4,16 @@
 //! multi-threaded one, and both must give the same observable result.
 
 use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::graph::DiGraph;
 use bevy_ecs::schedule::{
-    LogLevel, MultiThreadedExecutor, ScheduleBuildSettings, ScheduleCleanupPolicy,
-    SingleThreadedExecutor,
+    FlattenedDependencies, LogLevel, MultiThreadedExecutor, NodeId, ScheduleBuildError,
+    ScheduleBuildPass, ScheduleBuildSettings, ScheduleCleanupPolicy, ScheduleGraph,
+    SingleThreadedExecutor, SystemKey, SystemSetKey,
 };
+use bevy_platform::hash::FixedHasher;
 use engine_tasks::Pool;
-use engine_tasks_bevy::{install, Installer};
+use engine_tasks_bevy::{install, InstallError, Installer};
+use indexmap::IndexSet;
 use std::sync::{Mutex, OnceLock};
 
 fn pool() -> &'static Pool {
@@ -186,6 +190,85 @@ fn a_failed_install_keeps_the_conditions() {
         assert!(!log.contains(&"never"), "{log:?}");
     }
     assert_eq!(world.resource::<Conflict>().0, 10);
+}
+
+/// A build pass, as a user might write one, that orders the two ends of the
+/// first edge of the flattened graph both ways: a cycle that bevy finds
+/// after every build pass (this crate's too) has run.
+#[derive(Debug)]
+struct BackEdge;
+
+impl ScheduleBuildPass for BackEdge {
+    type EdgeOptions = ();
+
+    fn add_dependency(&mut self, _from: NodeId, _to: NodeId, _options: Option<&()>) {}
+
+    fn collapse_set(
+        &mut self,
+        _set: SystemSetKey,
+        _systems: &IndexSet<SystemKey, FixedHasher>,
+        _dependency_flattening: &DiGraph<NodeId>,
+    ) -> impl Iterator<Item = (NodeId, NodeId)> {
+        std::iter::empty()
+    }
+
+    fn build(
+        &mut self,
+        _world: &mut World,
+        _graph: &mut ScheduleGraph,
+        mut dependencies: FlattenedDependencies<'_>,
+    ) -> Result<(), ScheduleBuildError> {
+        let (before, after) = dependencies
+            .graph()
+            .all_edges()
+            .next()
+            .expect("the schedule has an ordering");
+        dependencies.add_edge(after, before);
+        Ok(())
+    }
+}
+
+/// Bug 3, for a cycle: an install that fails because the orderings form a
+/// cycle (found after this crate's build pass has shared the conditions)
+/// keeps every run condition; once the cycle is gone, installing again
+/// honours them: neither the system nor the set whose condition is false
+/// ever runs.
+#[test]
+fn an_install_failing_on_a_cycle_keeps_the_conditions() {
+    let mut world = world();
+    world.init_resource::<Allowed>();
+    let mut schedule = Schedule::default();
+    schedule.configure_sets(Phase::Last.run_if(|| false));
+    schedule.add_systems((
+        (
+            log("first"),
+            log("never").run_if(|| false),
+            log("gated").run_if(allowed),
+        )
+            .chain(),
+        log("in_a_closed_set").in_set(Phase::Last),
+    ));
+    schedule.add_build_pass(BackEdge);
+    let failed = install(&mut schedule, &mut world, pool().handle());
+    assert!(
+        matches!(
+            failed,
+            Err(InstallError::Build(ScheduleBuildError::FlatDependencySort(
+                _
+            )))
+        ),
+        "the cycle is a build error: {failed:?}"
+    );
+    // The user finds the pass that made the cycle and removes it.
+    schedule.remove_build_pass::<BackEdge>();
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    for log in runs(&mut schedule, &mut world, 5) {
+        assert_eq!(log, ["first"]);
+    }
+    world.resource_mut::<Allowed>().0 = true;
+    for log in runs(&mut schedule, &mut world, 5) {
+        assert_eq!(log, ["first", "gated"]);
+    }
 }
 
 /// Systems and sets added after the first run, systems removed with
