@@ -179,7 +179,7 @@ fn run_shuffled(runner: Runner, seed: Option<u64>) -> Vec<u32> {
     take(&mut world)
 }
 
-// bevy: schedule::tests::schedule_builds_randomly_with_shuffler
+// bevy: schedule::schedule::tests::schedule_builds_randomly_with_shuffler
 //
 // Every system conflicts with every other, so which of two ready systems
 // runs first is the executor's choice: bevy's starts them in the order of
