@@ -1,6 +1,15 @@
 //! Frame time of the engine-tasks executor against bevy's multi-threaded and
 //! single-threaded executors on the same schedules: 256 empty systems with
-//! ordering edges, and the 30-system example game.
+//! ordering edges, the 30-system example game, and 16 systems of 20 µs
+//! busy work that access nothing, `chain_weak`ed (`weak_chain_16`: bevy's
+//! multi-threaded executor drops those weak orderings and runs the systems
+//! in parallel; this crate's keeps them as strict ones, see the crate docs;
+//! `engine-tasks-unordered` is the same systems without the chain, what
+//! dropping them would give).
+//!
+//! bevy_ecs is built with the tests' features (`debug`, `bevy_debug_stepping`:
+//! each `Schedule::run` looks for a `Stepping` resource, for every executor
+//! alike).
 //!
 //! `cargo bench -p engine-tasks-bevy --bench executor`
 
@@ -13,6 +22,7 @@ mod game;
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
 use criterion::{criterion_group, criterion_main, Criterion};
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy)]
 enum Exec {
@@ -59,5 +69,60 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// A system that accesses nothing and spins for 20 µs.
+fn busy() -> impl FnMut() {
+    || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_micros(20) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// 16 [`busy`] systems, weakly chained or not ordered at all.
+fn busy_16(weak_chain: bool) -> Schedule {
+    let systems = (
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+    );
+    let mut schedule = Schedule::default();
+    if weak_chain {
+        schedule.add_systems(systems.chain_weak());
+    } else {
+        schedule.add_systems(systems);
+    }
+    schedule
+}
+
+fn bench_weak_chain(c: &mut Criterion) {
+    let cases = [
+        ("engine-tasks", Exec::Pool, true),
+        ("engine-tasks-unordered", Exec::Pool, false),
+        ("bevy-multi", Exec::Multi, true),
+        ("bevy-single", Exec::Single, true),
+    ];
+    let mut group = c.benchmark_group("weak_chain_16");
+    for (name, exec, weak_chain) in cases {
+        let mut world = World::new();
+        let mut schedule = prepare(exec, busy_16(weak_chain), &mut world);
+        group.bench_function(name, |b| b.iter(|| schedule.run(&mut world)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_weak_chain);
 criterion_main!(benches);

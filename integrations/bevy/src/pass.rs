@@ -20,8 +20,11 @@
 //!
 //! Weak orderings (`before_weak`, `chain_weak`) are still in the graph a
 //! pass sees; bevy drops those between systems that do not conflict only
-//! after the passes ran, and which orderings are weak is private to it. So
-//! they are kept as strict orderings here (see the crate docs).
+//! after the passes ran (`ScheduleGraph::resolve_weak_edges`), and which
+//! orderings are weak is private to it: its `Weak` edge option is a
+//! `pub(crate)` type, so `add_dependency` gets `None` for weak and strict
+//! edges alike. So they are kept as strict orderings here (see the crate
+//! docs).
 
 use crate::condition::{self, ConditionCell};
 use bevy_ecs::schedule::graph::DiGraph;
