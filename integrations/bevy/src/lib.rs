@@ -56,8 +56,10 @@
 //! multi-threaded one; the same systems not chained take 210-213 µs here.
 //!
 //! `install` replaces the schedule's executor, so `set_apply_final_deferred`
-//! on the executor it replaces is not carried over: give it to
-//! [`Installer::apply_final_deferred`], or call it after installing.
+//! on the executor it replaces is not carried over, as with bevy's own
+//! `Schedule::set_executor` (bevy keeps the setting in the executor and has
+//! no getter for it): give it to [`Installer::apply_final_deferred`], or
+//! call it after installing.
 
 mod condition;
 mod executor;
