@@ -443,7 +443,10 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// least `frame_work` of node time (of wall time, untimed) and their
     /// nodes averaged at least `node_work`; otherwise (and in the first
     /// frame) the frame's thread runs it alone, and hands the rest over
-    /// once the frame passes both. Default: 20 µs and 200 ns. Zero for both
+    /// once the frame's wall time passes `frame_work` and twice
+    /// `node_work` per node run (wall time also counts the walk between
+    /// nodes and the cache misses of a thread that slept). Default: 20 µs
+    /// and 200 ns. Zero for both
     /// shares every frame (the first from its second node on);
     /// [`Duration::MAX`] for either runs every frame alone.
     ///
