@@ -109,7 +109,17 @@ pub fn decode_png_rows(bytes: Vec<u8>) -> Result<(u32, u32, Vec<u8>), png::Decod
                     rgba.extend_from_slice(&[p[0], p[1], p[2], 255]);
                 }
             }
-            _ => unimplemented!("the demos write RGB and RGBA only"),
+            png::ColorType::GrayscaleAlpha => {
+                for p in row.chunks_exact(2) {
+                    rgba.extend_from_slice(&[p[0], p[0], p[0], p[1]]);
+                }
+            }
+            // `normalize_to_color8` expands palettes, so grey is left.
+            _ => {
+                for &g in row {
+                    rgba.extend_from_slice(&[g, g, g, 255]);
+                }
+            }
         }
     }
     reader.finish()?;
