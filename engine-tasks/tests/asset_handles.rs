@@ -383,3 +383,77 @@ fn hot_reload_picks_up_a_file_written_during_the_run() {
         }
     });
 }
+
+/// A file naming other `lnk` files, one per line, that it depends on.
+struct Linked {
+    _deps: Vec<engine_tasks::assets::Handle<Linked>>,
+}
+
+struct LinkLoader(Arc<AtomicUsize>);
+
+impl AssetLoader for LinkLoader {
+    type Asset = Linked;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["lnk"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        cx: &mut LoadContext,
+    ) -> Result<Decode<Linked, std::io::Error>, std::io::Error> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let deps = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| cx.depend::<Linked>(l.trim()))
+            .collect();
+        Ok(Decode::Done(Linked { _deps: deps }))
+    }
+}
+
+#[test]
+fn a_dependency_cycle_made_by_a_reload_ends() {
+    within_watchdog("reload cycle", || {
+        // One reader: reads run in the order they were queued.
+        let config = StreamerConfig::default().max_reads_in_flight(1);
+        let rig = Rig::new("reload-cycle", config, |dir| {
+            dir.write("a.lnk", "b.lnk");
+            dir.write("b.lnk", "");
+            dir.write("fence.lnk", "");
+        });
+        let loads = Arc::new(AtomicUsize::new(0));
+        rig.streamer.register(LinkLoader(loads.clone()));
+        let a = rig.streamer.load::<Linked>("a.lnk", 0);
+        let b = rig.streamer.load::<Linked>("b.lnk", 0);
+        assert!(rig.outcomes().values().all(Result::is_ok));
+        assert_eq!(loads.load(Ordering::SeqCst), 2);
+        // b now depends on a, which depends on b.
+        rig.dir.write("b.lnk", "a.lnk");
+        assert_eq!(rig.streamer.reload("b.lnk"), 1);
+        let mut out = Vec::new();
+        while a.generation() < 2 || b.generation() < 2 {
+            rig.streamer.update(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Had the cascade gone on, b's next reload would be queued before
+        // this request, and read first.
+        let fence = rig.streamer.load::<Linked>("fence.lnk", 0);
+        while fence.status() == LoadStatus::Loading {
+            rig.streamer.update(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        rig.streamer.update(&mut out);
+        let reloads = out
+            .iter()
+            .filter(|e| matches!(e, LoadEvent::Reloaded { .. }))
+            .count();
+        assert_eq!(reloads, 2, "b, then a, once each: {out:?}");
+        assert_eq!(loads.load(Ordering::SeqCst), 5, "a, b, b, a and the fence");
+        assert_eq!((a.generation(), b.generation()), (2, 2));
+        assert!(a.get().is_some() && b.get().is_some());
+    });
+}

@@ -118,6 +118,12 @@ pub(super) struct SlotState {
     pub(super) dependents: Vec<Arc<dyn AnySlot>>,
     /// Slots whose last load depended on this one (reloaded with it).
     pub(super) reverse_deps: Vec<Weak<dyn AnySlot>>,
+    /// The slots this one's last decoded load depended on (the other
+    /// direction of `reverse_deps`, rewritten by every load).
+    pub(super) deps: Vec<Weak<dyn AnySlot>>,
+    /// The reload cascade this slot last reloaded in (0: none); a slot
+    /// reloads at most once per cascade, so a cycle made by reloads ends.
+    pub(super) cascade: u64,
     /// This slot's value while its dependencies load.
     pub(super) waiting: Option<Waiting>,
     /// The priority of the load (the highest of its requests').

@@ -19,7 +19,7 @@ use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
 use std::any::TypeId;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, TryLockError, Weak};
 use std::task::Poll;
 
@@ -363,28 +363,25 @@ impl Inner {
         let core = slot.core();
         this.remove_wait_edges(core.id);
         let ok = result.is_ok();
-        let (ended, dependents, dirty, reloaded, failure) = {
+        let (ended, dependents, dirty, reloaded, failure, cascade) = {
             let mut st = core.lock();
             let reload = std::mem::take(&mut st.reload);
+            let dirty = std::mem::take(&mut st.dirty);
             st.loading = false;
             let requests = std::mem::take(&mut st.requests);
             let ended: Vec<AssetId> = requests.iter().map(|r| r.id).collect();
             let (commit, failure) = this.end_commit(&slot, &mut st, &requests, reload, result);
             this.push_commit(commit);
             let dependents = std::mem::take(&mut st.dependents);
-            let reloaded = if reload && ok {
+            // A dirty slot loads again at once; its dependents reload after
+            // that load.
+            let reloaded: Vec<Arc<dyn AnySlot>> = if reload && ok && !dirty {
                 st.reverse_deps.retain(|d| d.strong_count() > 0);
                 st.reverse_deps.iter().filter_map(Weak::upgrade).collect()
             } else {
                 Vec::new()
             };
-            (
-                ended,
-                dependents,
-                std::mem::take(&mut st.dirty),
-                reloaded,
-                failure,
-            )
+            (ended, dependents, dirty, reloaded, failure, st.cascade)
         };
         for dependent in dependents {
             let result = match &failure {
@@ -403,10 +400,10 @@ impl Inner {
             }
         }
         if dirty {
-            Inner::queue_reload(this, slot.clone());
+            Inner::queue_reload(this, slot.clone(), cascade, true);
         }
         for dependent in reloaded {
-            Inner::queue_reload(this, dependent);
+            Inner::queue_reload(this, dependent, cascade, false);
         }
     }
 
@@ -571,12 +568,20 @@ impl Inner {
         requests.reprioritise(QueueKey::Slot(core.id), top)
     }
 
-    /// Queues a reload of `slot` (or marks it, if a load runs).
-    fn queue_reload(this: &Arc<Inner>, slot: Arc<dyn AnySlot>) {
+    /// Queues a reload of `slot` in reload cascade `cascade` (or marks it,
+    /// if a load runs). A slot that already reloaded in `cascade` does not
+    /// again, unless `again` (its own pending reload, marked in it).
+    fn queue_reload(this: &Arc<Inner>, slot: Arc<dyn AnySlot>, cascade: u64, again: bool) {
         {
             let mut requests = this.lock_requests();
             let core = slot.core();
             let mut st = core.lock();
+            if !again {
+                if st.cascade == cascade {
+                    return;
+                }
+                st.cascade = cascade;
+            }
             if st.loading {
                 st.dirty = true;
                 return;
@@ -612,10 +617,33 @@ impl Inner {
                 .collect()
         };
         let n = slots.len();
+        // Relaxed: only distinct numbers are needed.
+        let cascade = CASCADES.fetch_add(1, Ordering::Relaxed) + 1;
         for slot in slots {
-            Inner::queue_reload(this, slot);
+            Inner::queue_reload(this, slot, cascade, false);
         }
         n
+    }
+}
+
+/// Reload cascades started so far: each [`AssetStreamer::reload`] (or
+/// watched change) starts one, which the reloads of dependents carry on.
+static CASCADES: AtomicU64 = AtomicU64::new(0);
+
+/// Records `deps` as the dependencies of `slot`'s last load, and takes
+/// `slot` out of the reverse lists of the slots it no longer depends on, so
+/// a reload reloads only the slots whose last load depended on it.
+fn rewire(slot: &Arc<dyn AnySlot>, deps: &[Arc<dyn AnySlot>]) {
+    let me = Arc::downgrade(slot);
+    let new: Vec<Weak<dyn AnySlot>> = deps.iter().map(Arc::downgrade).collect();
+    let old = std::mem::replace(&mut slot.core().lock().deps, new);
+    for gone in old.iter().filter_map(Weak::upgrade) {
+        if deps.iter().any(|d| Arc::ptr_eq(d, &gone)) {
+            continue;
+        }
+        let mut st = gone.core().lock();
+        st.reverse_deps
+            .retain(|d| d.strong_count() > 0 && !Weak::ptr_eq(d, &me));
     }
 }
 
@@ -709,6 +737,10 @@ impl SlotClaim {
         if let Some(kind) = cx.error.take() {
             return self.end(Err(kind));
         }
+        let slot = self.slot.as_ref().expect("a claim is ended once");
+        let deps: Vec<Arc<dyn AnySlot>> = cx.deps.iter().map(|pin| pin.slot.clone()).collect();
+        rewire(slot, &deps);
+        drop(deps);
         if cx.deps.is_empty() {
             return self.end(Ok(value));
         }
