@@ -457,3 +457,73 @@ fn a_dependency_cycle_made_by_a_reload_ends() {
         assert!(a.get().is_some() && b.get().is_some());
     });
 }
+
+/// Loads `flk` files as their length; a file reading `bad` waits at the
+/// gate, then fails.
+#[derive(Clone, Default)]
+struct Flaky {
+    open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    entered: Arc<AtomicUsize>,
+}
+
+impl AssetLoader for Flaky {
+    type Asset = usize;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["flk"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<usize, std::io::Error>, std::io::Error> {
+        if bytes != b"bad" {
+            return Ok(Decode::Done(bytes.len()));
+        }
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let mut open = self.open.0.lock().unwrap();
+        while !*open {
+            open = self.open.1.wait(open).unwrap();
+        }
+        Err(std::io::Error::other("half written"))
+    }
+}
+
+#[test]
+fn a_request_joining_a_failing_reload_ends_loaded() {
+    within_watchdog("join a reload", || {
+        let rig = Rig::new("join-reload", StreamerConfig::default(), |dir| {
+            dir.write("v.flk", "good");
+        });
+        let flaky = Flaky::default();
+        rig.streamer.register(flaky.clone());
+        let first = rig.streamer.load::<usize>("v.flk", 0);
+        assert!(rig.outcomes().values().all(Result::is_ok));
+        rig.dir.write("v.flk", "bad");
+        assert_eq!(rig.streamer.reload("v.flk"), 1);
+        wait_for("the reload at the gate", || {
+            flaky.entered.load(Ordering::SeqCst) == 1
+        });
+        let second = rig.streamer.load::<usize>("v.flk", 0);
+        assert!(second.same_load(&first));
+        *flaky.open.0.lock().unwrap() = true;
+        flaky.open.1.notify_all();
+        let events = rig.events(2);
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                LoadEvent::Loaded { id, .. } if *id == second.id()
+            )),
+            "{events:?}"
+        );
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, LoadEvent::ReloadFailed { .. })));
+        assert_eq!(second.status(), LoadStatus::Loaded);
+        assert_eq!(*loaded(&second), 4, "the old value");
+        let progress = rig.streamer.progress();
+        assert_eq!((progress.loaded, progress.failed), (2, 0));
+    });
+}

@@ -226,16 +226,9 @@ impl Inner {
         if let Some(id) = id {
             requests.typed.insert(id, Arc::downgrade(slot));
         }
-        if st.loading {
-            if let Some(id) = id {
-                st.requests.push(Req { id, priority });
-            }
-            if priority > st.priority {
-                st.priority = priority;
-                requests.reprioritise(QueueKey::Slot(core.id), priority);
-            }
-            false
-        } else if matches!(st.outcome, Some(Ok(()))) {
+        // A slot with a value ends the request at once with that value,
+        // even while it reloads: the reload's result is no request's.
+        if matches!(st.outcome, Some(Ok(()))) {
             if let Some(id) = id {
                 requests.typed.remove(&id);
                 // Relaxed: a statistic.
@@ -243,6 +236,15 @@ impl Inner {
                 let path = path.to_path_buf();
                 let event = LoadEvent::Loaded { id, path };
                 this.push_commit(Commit::events(slot.clone(), vec![event]));
+            }
+            false
+        } else if st.loading {
+            if let Some(id) = id {
+                st.requests.push(Req { id, priority });
+            }
+            if priority > st.priority {
+                st.priority = priority;
+                requests.reprioritise(QueueKey::Slot(core.id), priority);
             }
             false
         } else {
