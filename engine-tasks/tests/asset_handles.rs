@@ -527,3 +527,57 @@ fn a_request_joining_a_failing_reload_ends_loaded() {
         assert_eq!((progress.loaded, progress.failed), (2, 0));
     });
 }
+
+/// A value that records the thread it is dropped on.
+struct Recorded(Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>);
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let mut threads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        threads.push(std::thread::current().id());
+    }
+}
+
+struct RecordedLoader(Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>);
+
+impl AssetLoader for RecordedLoader {
+    type Asset = Recorded;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["rec"]
+    }
+
+    fn load(
+        &self,
+        _: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<Recorded, std::io::Error>, std::io::Error> {
+        Ok(Decode::Done(Recorded(self.0.clone())))
+    }
+}
+
+#[test]
+fn update_does_not_free_a_replaced_value_on_its_thread() {
+    within_watchdog("free off the frame thread", || {
+        let rig = Rig::new("free-off-frame", StreamerConfig::default(), |dir| {
+            dir.write("v.rec", "x");
+        });
+        let drops = Arc::new(std::sync::Mutex::new(Vec::new()));
+        rig.streamer.register(RecordedLoader(drops.clone()));
+        let handle = rig.streamer.load::<Recorded>("v.rec", 0);
+        assert!(rig.outcomes().values().all(Result::is_ok));
+        assert!(handle.get().is_some());
+        assert_eq!(rig.streamer.reload("v.rec"), 1);
+        // `events` calls `update` on this thread, which swaps the new value in.
+        assert!(matches!(
+            rig.events(1).as_slice(),
+            [LoadEvent::Reloaded { generation: 2, .. }]
+        ));
+        wait_for("the old value freed", || !drops.lock().unwrap().is_empty());
+        let frame = std::thread::current().id();
+        assert_eq!(drops.lock().unwrap().len(), 1, "the old value only");
+        assert_ne!(drops.lock().unwrap()[0], frame, "freed off the frame thread");
+        drop(handle);
+    });
+}

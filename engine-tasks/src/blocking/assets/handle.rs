@@ -188,8 +188,9 @@ pub(super) trait AnySlot: Send + Sync {
     fn core(&self) -> &SlotCore;
     /// The slot as `Any`, to get its type back.
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
-    /// Swaps in a value (on the frame thread, in `update`).
-    fn publish(&self, value: ErasedValue);
+    /// Swaps in a value (on the frame thread, in `update`); returns the
+    /// one it replaced, for the caller to free elsewhere.
+    fn publish(&self, value: ErasedValue) -> Option<ErasedValue>;
 }
 
 /// A slot for values of type `T`.
@@ -216,10 +217,10 @@ impl<T: Send + Sync + 'static> AnySlot for Slot<T> {
         self
     }
 
-    fn publish(&self, value: ErasedValue) {
-        if let Ok(value) = value.downcast::<T>() {
-            self.value.store(Some(value));
-        }
+    fn publish(&self, value: ErasedValue) -> Option<ErasedValue> {
+        let value = value.downcast::<T>().ok()?;
+        let old = self.value.swap(Some(value))?;
+        Some(old)
     }
 }
 
@@ -244,13 +245,16 @@ impl Commit {
         }
     }
 
-    /// Applies it (on the frame thread; no lock).
-    pub(super) fn apply(self, out: &mut Vec<LoadEvent>) {
+    /// Applies it (on the frame thread; no lock). Returns what it leaves to
+    /// free: the slot, and the value it replaced, for the caller to drop off
+    /// the frame thread (the commit may hold the slot's last `Arc`).
+    pub(super) fn apply(self, out: &mut Vec<LoadEvent>) -> Leftover {
         let core = self.slot.core();
+        let mut replaced = None;
         // Release: a handle that sees the new generation or status (Acquire)
         // sees the value stored before it.
         if let Some(value) = self.value {
-            self.slot.publish(value);
+            replaced = self.slot.publish(value);
             core.generation.fetch_add(1, Ordering::Release);
         }
         if let Some(error) = self.error {
@@ -260,8 +264,13 @@ impl Commit {
             core.status.store(status.as_u8(), Ordering::Release);
         }
         out.extend(self.events);
+        (self.slot, replaced)
     }
 }
+
+/// What an applied commit leaves to free: its slot, and the value it
+/// replaced.
+pub(super) type Leftover = (Arc<dyn AnySlot>, Option<ErasedValue>);
 
 /// A typed handle to an asset, from
 /// [`AssetStreamer::load`](super::AssetStreamer::load). Reading it takes no

@@ -10,7 +10,7 @@
 use super::budget::Ticket;
 use super::codec::DECODE_STEP;
 use super::handle::{
-    AnySlot, Commit, Handle, LoadEvent, LoadStatus, Req, Slot, SlotCore, SlotState, Waiting,
+    AnySlot, Commit, Handle, Leftover, LoadEvent, LoadStatus, Req, Slot, SlotCore, SlotState, Waiting,
 };
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};
@@ -108,8 +108,23 @@ impl AssetStreamer {
             Err(TryLockError::WouldBlock) => return 0,
         };
         let before = out.len();
+        let mut leftovers: Vec<Leftover> = Vec::new();
         for commit in commits {
-            commit.apply(out);
+            let (slot, replaced) = commit.apply(out);
+            // A slot only this commit holds would be freed here, with its
+            // value.
+            if replaced.is_some() || Arc::strong_count(&slot) == 1 {
+                leftovers.push((slot, replaced));
+            }
+        }
+        if !leftovers.is_empty() {
+            // Replaced values (a texture, a mesh) are freed on the
+            // background lane, not the frame thread; if the pool refuses,
+            // here.
+            let free = move || drop(leftovers);
+            if let Err(refused) = self.inner.pool.spawn(Lane::Background, free) {
+                drop(refused.into_inner());
+            }
         }
         out.len() - before
     }
