@@ -584,3 +584,57 @@ fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down()
         assert_eq!((p.requested, p.failed), (2, 2));
     });
 }
+
+/// An 18-byte zstd frame that declares 1 GiB of content and holds 5 bytes.
+fn zstd_declaring_a_gigabyte() -> Vec<u8> {
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd];
+    // A 4-byte content size, a window descriptor (1 KiB window).
+    frame.extend([0x80, 0x00]);
+    frame.extend((1u32 << 30).to_le_bytes());
+    // The last block: raw, 5 bytes.
+    frame.extend([1 | (5 << 3), 0, 0]);
+    frame.extend(b"short");
+    frame
+}
+
+#[test]
+fn a_zstd_frame_declaring_a_huge_size_fails_without_reserving_it() {
+    // In a child process whose address space is capped well under the
+    // declared size, so reserving it aborts the child, not the run.
+    common::in_child_process(
+        "a_zstd_frame_declaring_a_huge_size_fails_without_reserving_it",
+        || {
+            within_watchdog("zstd declared size", || {
+                let rig = Rig::new("zstd-declared", StreamerConfig::default(), |dir| {
+                    dir.write("liar.zst", zstd_declaring_a_gigabyte());
+                });
+                #[cfg(target_os = "linux")]
+                cap_address_space(768 << 20);
+                let liar = rig.streamer.load::<Vec<u8>>("liar.zst", 0);
+                let o = rig.outcomes();
+                let kind = o[&liar.id().0].as_ref().unwrap_err();
+                assert!(
+                    matches!(loader_error::<CodecError>(kind), CodecError::Corrupt(_)),
+                    "{kind}"
+                );
+            });
+        },
+    );
+}
+
+/// Caps this process's address space at what it maps now plus `headroom`.
+#[cfg(target_os = "linux")]
+fn cap_address_space(headroom: u64) {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let cap = pages * page + headroom;
+    let limit = libc::rlimit {
+        rlim_cur: cap,
+        rlim_max: cap,
+    };
+    // SAFETY: `limit` is a valid rlimit that outlives the call.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
+    assert_eq!(rc, 0, "setrlimit");
+}

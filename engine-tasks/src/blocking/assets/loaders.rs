@@ -6,7 +6,7 @@
 //! A PNG's dimensions are read from its header and checked against
 //! [`PngLoader::max_bytes`] before the decoder allocates anything.
 
-use super::codec::{AssetDecoder, MAX_ASSET_SIZE};
+use super::codec::{AssetDecoder, DECODE_STEP, MAX_ASSET_SIZE};
 use super::loader::{AssetLoader, Decode, DecodeSteps, LoadContext};
 use std::fmt;
 use std::io::{self, Cursor, Read};
@@ -143,6 +143,10 @@ impl Default for ZstdLoader {
     }
 }
 
+/// The most a zstd load reserves before decoding, whatever the frame
+/// declares.
+const ZSTD_MAX_RESERVE: u64 = 16 << 20;
+
 type ZstdStream =
     ruzstd::decoding::StreamingDecoder<Cursor<Vec<u8>>, ruzstd::decoding::FrameDecoder>;
 
@@ -157,16 +161,35 @@ impl DecodeSteps for ZstdSteps {
     type Error = CodecError;
 
     fn step(&mut self, budget: usize) -> Result<Poll<Vec<u8>>, CodecError> {
+        // The output grows by at most `DECODE_STEP` at a time, as the frame
+        // really decodes, whatever the budget (`usize::MAX` inline) or the
+        // size the frame declares.
+        let mut left = budget.max(1);
+        while left > 0 {
+            let chunk = left.min(DECODE_STEP);
+            if let Some(data) = self.fill(chunk)? {
+                return Ok(Poll::Ready(data));
+            }
+            left -= chunk;
+        }
+        Ok(Poll::Pending)
+    }
+}
+
+impl ZstdSteps {
+    /// Decodes up to `chunk` more bytes: `Some` with the value at the end of
+    /// the frame; `TooLarge` past the limit.
+    fn fill(&mut self, chunk: usize) -> Result<Option<Vec<u8>>, CodecError> {
         let start = self.data.len();
         let room = self.max.saturating_sub(start as u64).saturating_add(1);
-        let want = (budget.max(1) as u64).min(room) as usize;
+        let want = (chunk as u64).min(room) as usize;
         self.data.resize(start + want, 0);
         let mut filled = 0;
         while filled < want {
             match self.stream.read(&mut self.data[start + filled..]) {
                 Ok(0) => {
                     self.data.truncate(start + filled);
-                    return self.finish().map(Poll::Ready);
+                    return self.finish().map(Some);
                 }
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -180,11 +203,9 @@ impl DecodeSteps for ZstdSteps {
                 max: self.max,
             });
         }
-        Ok(Poll::Pending)
+        Ok(None)
     }
-}
 
-impl ZstdSteps {
     fn finish(&mut self) -> Result<Vec<u8>, CodecError> {
         let frame = &self.stream.decoder;
         if let (Some(stored), Some(computed)) = (
@@ -236,7 +257,12 @@ impl AssetLoader for ZstdLoader {
                 max: self.max_size,
             });
         }
-        let data = Vec::with_capacity(declared as usize);
+        // The declared size is the file's word, not a fact: reserve no more
+        // than the compressed size can plausibly make up front, and grow
+        // while decoding.
+        let plausible = (stream.get_ref().get_ref().len() as u64).saturating_mul(8);
+        let reserve = declared.min(plausible).min(ZSTD_MAX_RESERVE);
+        let data = Vec::with_capacity(reserve as usize);
         Ok(Decode::Steps(Box::new(ZstdSteps {
             stream,
             data,
