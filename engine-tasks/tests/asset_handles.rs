@@ -581,3 +581,37 @@ fn update_does_not_free_a_replaced_value_on_its_thread() {
         drop(handle);
     });
 }
+
+#[test]
+fn a_later_success_clears_the_error() {
+    within_watchdog("stale error", || {
+        let image = |v: u8| png_file(2, 1, png::ColorType::Rgba, &[v; 8]);
+        let rig = Rig::new("stale-error", StreamerConfig::default(), |dir| {
+            dir.write("tex.png", image(1));
+        });
+        rig.streamer.register(Flaky::default());
+        // A reload that fails, then one that succeeds.
+        let texture = rig.streamer.load::<Image>("tex.png", 0);
+        assert!(rig.outcomes().values().all(Result::is_ok));
+        rig.dir.write("tex.png", b"not a png");
+        assert_eq!(rig.streamer.reload("tex.png"), 1);
+        assert!(matches!(rig.events(1)[..], [LoadEvent::ReloadFailed { .. }]));
+        assert!(texture.error().is_some());
+        rig.dir.write("tex.png", image(2));
+        assert_eq!(rig.streamer.reload("tex.png"), 1);
+        assert!(matches!(rig.events(1)[..], [LoadEvent::Reloaded { .. }]));
+        assert_eq!(loaded(&texture).rgba, [2; 8]);
+        assert!(texture.error().is_none(), "the reload's error is gone");
+        // A first load that fails (no file), retried once the file is there.
+        let late = rig.streamer.load::<usize>("late.flk", 0);
+        assert!(rig.outcomes().values().all(Result::is_err));
+        assert!(late.error().is_some());
+        rig.dir.write("late.flk", "here");
+        let again = rig.streamer.load::<usize>("late.flk", 0);
+        assert!(again.same_load(&late));
+        assert!(rig.outcomes().values().all(Result::is_ok));
+        assert_eq!(*loaded(&late), 4);
+        assert_eq!(late.status(), LoadStatus::Loaded);
+        assert!(late.error().is_none(), "the old error is gone");
+    });
+}

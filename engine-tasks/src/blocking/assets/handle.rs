@@ -253,12 +253,18 @@ impl Commit {
         let mut replaced = None;
         // Release: a handle that sees the new generation or status (Acquire)
         // sees the value stored before it.
+        let replaced_any = self.value.is_some();
         if let Some(value) = self.value {
             replaced = self.slot.publish(value);
             core.generation.fetch_add(1, Ordering::Release);
         }
-        if let Some(error) = self.error {
-            core.error.store(Some(error));
+        // An error stands until a value is committed or the load restarts.
+        match self.error {
+            Some(error) => core.error.store(Some(error)),
+            None if replaced_any || self.status == Some(LoadStatus::Loading) => {
+                core.error.store(None)
+            }
+            None => {}
         }
         if let Some(status) = self.status {
             core.status.store(status.as_u8(), Ordering::Release);

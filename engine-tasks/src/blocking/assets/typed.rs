@@ -266,6 +266,13 @@ impl Inner {
             if let Some(id) = id {
                 st.requests.push(Req { id, priority });
             }
+            // A retry of a failed or cancelled load (its commit may not be
+            // applied yet): its handles read `Loading` again, without the
+            // old error. A new slot's commit changes nothing.
+            st.outcome = None;
+            let mut commit = Commit::events(slot.clone(), Vec::new());
+            commit.status = Some(LoadStatus::Loading);
+            this.push_commit(commit);
             st.loading = true;
             st.reload = false;
             st.priority = priority;
