@@ -1,6 +1,25 @@
 //! Background asset streaming: reads on the blocking pool, decoding on the
 //! background lane, results handed to the game loop through a queue it
-//! drains at the start of each frame. Nothing here ever blocks the frame.
+//! drains at the start of each frame.
+//!
+//! # What may wait
+//!
+//! The per-frame calls never wait on the streamer's locks:
+//! [`AssetStreamer::drain`] and [`AssetStreamer::update`] take their queue
+//! with a `try_lock` (and leave it for the next frame if it is busy;
+//! `update` hands the values it replaced to the pool, as a spawn from the
+//! frame would), and [`Handle::get`],
+//! [`Handle::status`], [`Handle::generation`] and [`Handle::error`] are
+//! lock-free. The calls that start or change work may briefly wait on a
+//! lock that readers, decoders and the hot-reload watcher also take:
+//! [`AssetStreamer::request`], [`load`](AssetStreamer::load),
+//! [`cancel`](AssetStreamer::cancel),
+//! [`set_priority`](AssetStreamer::set_priority) and
+//! [`reload`](AssetStreamer::reload) take the request queue's mutex (and a
+//! slot's); `reload` scans the live loads under it; and queueing work may
+//! make the blocking pool start an OS thread for a reader. Such waits are
+//! short (no lock is held across a read or a decode), but not bounded by
+//! the frame.
 //!
 //! # Pipeline
 //!
@@ -56,9 +75,10 @@
 //! forever.
 //!
 //! Reads wait (on their blocking thread) while the bytes read but not yet
-//! decoded exceed [`StreamerConfig::max_undecoded_bytes`]; a file larger
-//! than the whole budget is admitted when nothing else waits, so it still
-//! loads. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
+//! decoded would pass [`StreamerConfig::max_undecoded_bytes`]. A file
+//! larger than the whole budget is admitted once nothing is held (every
+//! byte admitted before it has been decoded), so it still loads; while
+//! other files keep streaming it waits until the budget drains. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
 //! `AssetStreamer::watch`) loads a live slot again; the new value replaces
 //! the old one at an [`update`](AssetStreamer::update), a failed reload
 //! keeps the old value, and the slots that depend on it reload in turn.

@@ -143,7 +143,9 @@ pub struct StreamerConfig {
     /// Most file bytes read but not yet decoded: a read waits (on its
     /// blocking thread) until decoders catch up, so a burst of requests
     /// cannot hold gigabytes of undecoded files. A file larger than this
-    /// is read once nothing else waits to be decoded. Default: 256 MiB.
+    /// is read once nothing is held (every byte admitted before it has been
+    /// decoded): under steady streaming it waits until the budget drains.
+    /// Default: 256 MiB.
     pub max_undecoded_bytes: u64,
 }
 

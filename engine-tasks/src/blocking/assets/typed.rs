@@ -67,6 +67,9 @@ impl AssetStreamer {
     /// ([`AssetErrorKind::UnknownExtension`] if no loader reads the
     /// extension, [`AssetErrorKind::WrongType`] if none of them makes a
     /// `T`). The same path asked for as two types is two loads.
+    ///
+    /// Takes the request queue's lock, which readers also take, so it may
+    /// briefly wait (see the module docs).
     pub fn load<T: Send + Sync + 'static>(
         &self,
         path: impl AsRef<Path>,
@@ -97,9 +100,10 @@ impl AssetStreamer {
 
     /// Call once per frame, at its start: swaps the values of the typed
     /// loads that ended (or reloaded) since the last call into their
-    /// handles and moves their events into `out`. Never blocks: if a loader
-    /// is queueing a result right now, everything waits for the next call.
-    /// Returns how many events were moved.
+    /// handles and moves their events into `out`. Never waits on a lock:
+    /// if a loader is queueing a result right now, everything waits for the
+    /// next call. The values a reload replaced are freed on the background
+    /// lane, not here. Returns how many events were moved.
     pub fn update(&self, out: &mut Vec<LoadEvent>) -> usize {
         let commits = match self.inner.commits.try_lock() {
             Ok(mut commits) => std::mem::take(&mut *commits),
@@ -135,6 +139,10 @@ impl AssetStreamer {
     /// that depend on it reload in turn. A reload that fails keeps the old
     /// value ([`LoadEvent::ReloadFailed`]). A load still running reloads
     /// once it ends. Returns how many loads were queued or marked.
+    ///
+    /// A reload reloads each slot at most once, also through dependencies
+    /// that form a cycle. It looks the path up among the live loads under
+    /// the request queue's lock, so it may briefly wait.
     pub fn reload(&self, path: impl AsRef<Path>) -> usize {
         Inner::reload_path(&self.inner, path.as_ref())
     }
