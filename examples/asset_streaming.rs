@@ -197,7 +197,13 @@ impl Phase<'_> {
                     owed -= 1.0;
                     let file = &self.textures[1 + next_texture % (self.textures.len() - 1)];
                     next_texture += 1;
-                    pending.push_back((self.streamer.load(&file.name, 0), file.decoded));
+                    let handle = self.streamer.load::<Image>(&file.name, 0);
+                    // Only a load that decodes counts: a request that joins
+                    // a loaded texture, or one already pending here,
+                    // decodes nothing.
+                    let decodes = handle.status() == LoadStatus::Loading
+                        && !pending.iter().any(|(p, _)| p.same_load(&handle));
+                    pending.push_back((handle, if decodes { file.decoded } else { 0 }));
                 }
                 // Drop loaded textures' handles (they load again next
                 // round), on the background lane: freeing megabytes is no

@@ -324,7 +324,9 @@ pub struct StreamProgress {
     pub cancelled: u64,
     /// File bytes read.
     pub bytes_read: u64,
-    /// Decoded bytes produced.
+    /// Decoded bytes produced by the byte API ([`AssetStreamer::request`]).
+    /// Typed loads ([`AssetStreamer::load`]) are not counted: their values'
+    /// sizes are their loaders' business.
     pub bytes_decoded: u64,
     /// Reads running now.
     pub reads_in_flight: usize,
