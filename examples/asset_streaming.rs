@@ -158,6 +158,26 @@ struct PhaseResult {
     reload: ReloadSeen,
 }
 
+/// Drops the handles of the loaded textures at the front of `pending`
+/// (they load again next round), on the background lane: freeing megabytes
+/// is no work for the frame thread. Returns the bytes they decoded.
+fn retire(pending: &mut VecDeque<(Handle<Image>, u64)>, pool: &engine_tasks::Pool) -> u64 {
+    let n = pending
+        .iter()
+        .take_while(|(h, _)| h.status() != LoadStatus::Loading)
+        .count();
+    let done: Vec<_> = pending.drain(..n).collect();
+    let decoded = done
+        .iter()
+        .filter(|(h, _)| h.status() == LoadStatus::Loaded)
+        .map(|(_, bytes)| bytes)
+        .sum();
+    if !done.is_empty() {
+        let _ = pool.spawn(Lane::Background, move || drop(done));
+    }
+    decoded
+}
+
 impl Phase<'_> {
     fn run(&self, streaming: bool) -> PhaseResult {
         let (args, pool) = (self.args, default_pool());
@@ -205,22 +225,7 @@ impl Phase<'_> {
                         && !pending.iter().any(|(p, _)| p.same_load(&handle));
                     pending.push_back((handle, if decodes { file.decoded } else { 0 }));
                 }
-                // Drop loaded textures' handles (they load again next
-                // round), on the background lane: freeing megabytes is no
-                // work for the frame thread.
-                let n = pending
-                    .iter()
-                    .take_while(|(h, _)| h.status() != LoadStatus::Loading)
-                    .count();
-                let done: Vec<_> = pending.drain(..n).collect();
-                for (h, bytes) in &done {
-                    if h.status() == LoadStatus::Loaded {
-                        r.decoded += bytes;
-                    }
-                }
-                if !done.is_empty() {
-                    let _ = pool.spawn(Lane::Background, move || drop(done));
-                }
+                r.decoded += retire(&mut pending, pool);
                 if frame == reload_frame {
                     writer = Some(self.rewrite_texture(&mut r.reload, frame));
                 }
