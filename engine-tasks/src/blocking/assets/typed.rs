@@ -10,7 +10,8 @@
 use super::budget::Ticket;
 use super::codec::DECODE_STEP;
 use super::handle::{
-    AnySlot, Commit, Handle, Leftover, LoadEvent, LoadStatus, Req, Slot, SlotCore, SlotState, Waiting,
+    AnySlot, Commit, Handle, Leftover, LoadEvent, LoadStatus, Req, Slot, SlotCore, SlotState,
+    Waiting,
 };
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};

@@ -34,10 +34,15 @@ impl AssetStreamer {
     /// use engine_tasks::assets::AssetStreamer;
     /// use engine_tasks::{BlockingPool, Pool};
     ///
+    /// // A fresh directory: watching is recursive.
+    /// let root = std::env::temp_dir().join(format!("watch-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&root).unwrap();
     /// let pool = Pool::builder().threads(1).build().unwrap();
     /// let blocking = BlockingPool::new();
-    /// let streamer = AssetStreamer::new(std::env::temp_dir(), &pool, &blocking, 2).unwrap();
+    /// let streamer = AssetStreamer::new(&root, &pool, &blocking, 2).unwrap();
     /// streamer.watch().unwrap();
+    /// drop(streamer);
+    /// std::fs::remove_dir_all(&root).unwrap();
     /// ```
     pub fn watch(&self) -> io::Result<()> {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
