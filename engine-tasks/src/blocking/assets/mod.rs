@@ -93,6 +93,7 @@ mod codec;
 mod handle;
 mod loader;
 mod loaders;
+mod reload;
 mod streamer;
 mod typed;
 mod waits;

@@ -1,6 +1,7 @@
 //! Typed loads: requests that share a slot, the slot's load job (read on
 //! a reader, decode in background steps, wait for dependencies), its end
-//! (a commit for the next `update`), cancellation, priorities, reloads and
+//! (a commit for the next `update`), cancellation, priorities, the end of a
+//! reload (`reload.rs` queues them and their cascades) and
 //! the wait-for graph that refuses dependency cycles. The states are in the
 //! parent module's docs.
 //!
@@ -15,12 +16,13 @@ use super::handle::{
 };
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};
+use super::reload::rewire;
 use super::streamer::{Inner, Job, Pending, QueueKey, Requests};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
 use std::any::TypeId;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError, Weak};
 use std::task::Poll;
 
@@ -133,24 +135,10 @@ impl AssetStreamer {
         }
         out.len() - before
     }
-
-    /// Loads every live typed load of `path` again (read, then decode in
-    /// the background); each new value is swapped in at an
-    /// [`update`](Self::update) ([`LoadEvent::Reloaded`]), and the loads
-    /// that depend on it reload in turn. A reload that fails keeps the old
-    /// value ([`LoadEvent::ReloadFailed`]). A load still running reloads
-    /// once it ends. Returns how many loads were queued or marked.
-    ///
-    /// A reload reloads each slot at most once, also through dependencies
-    /// that form a cycle. It looks the path up among the live loads under
-    /// the request queue's lock, so it may briefly wait.
-    pub fn reload(&self, path: impl AsRef<Path>) -> usize {
-        Inner::reload_path(&self.inner, path.as_ref())
-    }
 }
 
 /// `path` without `.` components.
-fn normalise(path: &Path) -> PathBuf {
+pub(super) fn normalise(path: &Path) -> PathBuf {
     path.components()
         .filter(|c| !matches!(c, Component::CurDir))
         .collect()
@@ -599,84 +587,6 @@ impl Inner {
             .unwrap_or(priority);
         st.priority = top;
         requests.reprioritise(QueueKey::Slot(core.id), top)
-    }
-
-    /// Queues a reload of `slot` in reload cascade `cascade` (or marks it,
-    /// if a load runs). A slot that already reloaded in `cascade` does not
-    /// again, unless `again` (its own pending reload, marked in it).
-    fn queue_reload(this: &Arc<Inner>, slot: Arc<dyn AnySlot>, cascade: u64, again: bool) {
-        {
-            let mut requests = this.lock_requests();
-            let core = slot.core();
-            let mut st = core.lock();
-            if !again {
-                if st.cascade == cascade {
-                    return;
-                }
-                st.cascade = cascade;
-            }
-            if st.loading {
-                st.dirty = true;
-                return;
-            }
-            if st.outcome.is_none() || core.loader.is_none() {
-                return;
-            }
-            st.loading = true;
-            st.reload = true;
-            let (priority, path) = (st.priority, core.path.clone());
-            drop(st);
-            requests.push(
-                priority,
-                Pending {
-                    path,
-                    job: Job::Slot(slot.clone()),
-                },
-            );
-        }
-        Inner::pump(this);
-    }
-
-    /// See [`AssetStreamer::reload`].
-    pub(super) fn reload_path(this: &Arc<Inner>, path: &Path) -> usize {
-        let norm = normalise(path);
-        let slots: Vec<Arc<dyn AnySlot>> = {
-            let requests = this.lock_requests();
-            requests
-                .slots
-                .iter()
-                .filter(|((p, _, _), _)| *p == norm)
-                .filter_map(|(_, slot)| slot.upgrade())
-                .collect()
-        };
-        let n = slots.len();
-        // Relaxed: only distinct numbers are needed.
-        let cascade = CASCADES.fetch_add(1, Ordering::Relaxed) + 1;
-        for slot in slots {
-            Inner::queue_reload(this, slot, cascade, false);
-        }
-        n
-    }
-}
-
-/// Reload cascades started so far: each [`AssetStreamer::reload`] (or
-/// watched change) starts one, which the reloads of dependents carry on.
-static CASCADES: AtomicU64 = AtomicU64::new(0);
-
-/// Records `deps` as the dependencies of `slot`'s last load, and takes
-/// `slot` out of the reverse lists of the slots it no longer depends on, so
-/// a reload reloads only the slots whose last load depended on it.
-fn rewire(slot: &Arc<dyn AnySlot>, deps: &[Arc<dyn AnySlot>]) {
-    let me = Arc::downgrade(slot);
-    let new: Vec<Weak<dyn AnySlot>> = deps.iter().map(Arc::downgrade).collect();
-    let old = std::mem::replace(&mut slot.core().lock().deps, new);
-    for gone in old.iter().filter_map(Weak::upgrade) {
-        if deps.iter().any(|d| Arc::ptr_eq(d, &gone)) {
-            continue;
-        }
-        let mut st = gone.core().lock();
-        st.reverse_deps
-            .retain(|d| d.strong_count() > 0 && !Weak::ptr_eq(d, &me));
     }
 }
 
