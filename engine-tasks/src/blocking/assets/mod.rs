@@ -78,7 +78,9 @@
 //! decoded would pass [`StreamerConfig::max_undecoded_bytes`]. A file
 //! larger than the whole budget is admitted once nothing is held (every
 //! byte admitted before it has been decoded), so it still loads; while
-//! other files keep streaming it waits until the budget drains. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
+//! other files keep streaming it waits until the budget drains. Reads are
+//! admitted in the order they asked, so the later ones wait behind it
+//! rather than overtake it indefinitely. [`AssetStreamer::reload`] (and, with the `hot-reload` feature,
 //! `AssetStreamer::watch`) loads a live slot again; the new value replaces
 //! the old one at an [`update`](AssetStreamer::update), a failed reload
 //! keeps the old value, and the slots that depend on it reload in turn.

@@ -144,8 +144,9 @@ pub struct StreamerConfig {
     /// blocking thread) until decoders catch up, so a burst of requests
     /// cannot hold gigabytes of undecoded files. A file larger than this
     /// is read once nothing is held (every byte admitted before it has been
-    /// decoded): under steady streaming it waits until the budget drains.
-    /// Default: 256 MiB.
+    /// decoded): under steady streaming it waits until the budget drains,
+    /// and reads that ask after it wait behind it (reads are admitted in
+    /// order). Default: 256 MiB.
     pub max_undecoded_bytes: u64,
 }
 
