@@ -591,23 +591,7 @@ impl Claim {
             Err(why) => self.end(Err(AssetErrorKind::Corrupt(why))),
             Ok(false) => {
                 let pool = self.inner.pool.clone();
-                let inline = Arc::new(AtomicBool::new(false));
-                let run_inline = inline.clone();
-                let rest = move || {
-                    // Relaxed: set before the closure is called on this
-                    // very thread.
-                    let budget = if run_inline.load(Ordering::Relaxed) {
-                        usize::MAX
-                    } else {
-                        DECODE_STEP
-                    };
-                    self.decode_steps(decoder, budget);
-                };
-                if let Err(refused) = pool.spawn(Lane::Background, rest) {
-                    // Relaxed: read by the call below, on this thread.
-                    inline.store(true, Ordering::Relaxed);
-                    (refused.into_inner())();
-                }
+                next_step(&pool, move |budget| self.decode_steps(decoder, budget));
             }
         }
     }
@@ -756,5 +740,27 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push_back(event);
+    }
+}
+
+/// Queues `step` as the next decode step on the background lane, with a
+/// budget of [`DECODE_STEP`] bytes; if the pool refuses it (it is shutting
+/// down), runs it here with no budget, so the decode still ends.
+pub(super) fn next_step(pool: &PoolHandle, step: impl FnOnce(usize) + Send + 'static) {
+    let inline = Arc::new(AtomicBool::new(false));
+    let run_inline = inline.clone();
+    let task = move || {
+        // Relaxed: set before the task is called on this very thread.
+        let budget = if run_inline.load(Ordering::Relaxed) {
+            usize::MAX
+        } else {
+            DECODE_STEP
+        };
+        step(budget);
+    };
+    if let Err(refused) = pool.spawn(Lane::Background, task) {
+        // Relaxed: read by the call below, on this thread.
+        inline.store(true, Ordering::Relaxed);
+        (refused.into_inner())();
     }
 }

@@ -17,7 +17,7 @@ use super::handle::{
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};
 use super::reload::rewire;
-use super::streamer::{Inner, Job, Pending, QueueKey, Requests};
+use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
 use std::any::TypeId;
@@ -654,22 +654,7 @@ impl SlotClaim {
             Ok(Poll::Ready(value)) => self.decoded(value, cx),
             Ok(Poll::Pending) => {
                 let pool = self.inner.pool.clone();
-                let inline = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let run_inline = inline.clone();
-                let rest = move || {
-                    // Relaxed: set before the closure is called on this thread.
-                    let budget = if run_inline.load(Ordering::Relaxed) {
-                        usize::MAX
-                    } else {
-                        DECODE_STEP
-                    };
-                    self.steps(steps, cx, budget);
-                };
-                if let Err(refused) = pool.spawn(Lane::Background, rest) {
-                    // Relaxed: read by the call below, on this thread.
-                    inline.store(true, Ordering::Relaxed);
-                    (refused.into_inner())();
-                }
+                next_step(&pool, move |budget| self.steps(steps, cx, budget));
             }
         }
     }
