@@ -66,6 +66,73 @@ fn a_background_join_through_a_normal_join_does_not_hang_on_one_worker() {
     }
 }
 
+/// Whether every worker of `pool` is asleep now (a hint from the stats).
+fn workers_asleep(pool: &PoolHandle, workers: usize) -> bool {
+    let stats = pool.stats();
+    stats.threads[..workers]
+        .iter()
+        .all(|thread| thread.parks > thread.unparks)
+}
+
+/// A permit freed when a background task ends must wake a worker that was
+/// turned away for want of it. Here the main thread, waiting on task A,
+/// runs A under the pool's only permit; A has a thread outside the pool
+/// queue T, and both workers look at T, are turned away and fall asleep. A
+/// returns, the main thread gives the permit back and leaves the pool to
+/// wait for T on a channel. No thread of the pool looks again, so unless
+/// the release wakes a worker, T never runs (it used to hang here, and in
+/// the soak's cross-pool chains).
+fn a_permit_freed_after_a_turn_away(pool: Pool) -> u32 {
+    let handle = pool.handle();
+    let (started, workers_busy) = mpsc::channel();
+    let (open, gate) = mpsc::channel::<()>();
+    let gate = std::sync::Arc::new(std::sync::Mutex::new(gate));
+    // Keep both workers busy so that the main thread takes A.
+    for _ in 0..2 {
+        let (started, gate) = (started.clone(), gate.clone());
+        drop(handle.spawn(Lane::Normal, move || {
+            started.send(()).unwrap();
+            let _ = gate.lock().unwrap().recv();
+        }));
+    }
+    workers_busy.recv().unwrap();
+    workers_busy.recv().unwrap();
+    let (done, t_ran) = mpsc::channel();
+    let inner = handle.clone();
+    let a = handle
+        .spawn(Lane::Background, move || {
+            let outside = inner.clone();
+            std::thread::spawn(move || {
+                drop(outside.spawn(Lane::Background, move || done.send(5).unwrap()));
+            })
+            .join()
+            .unwrap();
+            drop(open);
+            while !workers_asleep(&inner, 2) {
+                std::thread::yield_now();
+            }
+        })
+        .unwrap();
+    a.join().unwrap();
+    t_ran.recv().unwrap()
+}
+
+#[test]
+fn a_permit_freed_by_a_finished_background_task_wakes_a_worker_turned_away() {
+    for round in 0..50 {
+        let value = within_watchdog("two workers, background cap 1", || {
+            a_permit_freed_after_a_turn_away(
+                Pool::builder()
+                    .threads(2)
+                    .background_cap(1)
+                    .build()
+                    .unwrap(),
+            )
+        });
+        assert_eq!(value, 5, "round {round}");
+    }
+}
+
 /// Case 4: a keep-alive too long to add to the clock once aborted a
 /// blocking thread's first idle wait. It now means "never reap": the idle
 /// thread stays and runs the next task.

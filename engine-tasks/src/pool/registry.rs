@@ -43,7 +43,7 @@ use crate::sync::deque::Deque;
 use crate::sync::gate::Gate;
 use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::sync::lifo::LifoSlot;
-use crate::sync::permits::Permits;
+use crate::sync::permits::{Permits, Released};
 use crate::sync::queue::{TaskList, TaskQueue};
 use crate::sync::ring::Ring;
 use crate::sync::task::TaskRef;
@@ -51,7 +51,7 @@ use crate::trace::instrument;
 use crossbeam_utils::CachePadded;
 use std::io;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
@@ -341,13 +341,20 @@ impl Shared {
         self.background.try_acquire()
     }
 
-    pub(crate) fn release_background(&self) {
-        self.background.release(1);
-    }
-
-    /// Gives back `n` permits (a waiting thread lends its own; permits.rs).
-    pub(crate) fn release_background_permits(&self, n: u32) {
-        self.background.release(n);
+    /// Gives back `n` permits: one when a background task ends, or those a
+    /// waiting thread lends. A thread may have been turned away from queued
+    /// background work for want of one and be asleep by now: wake one for it
+    /// (permits.rs says why no wake-up is lost).
+    pub(crate) fn release_background(&self, n: u32) {
+        if let Released::FromCap = self.background.release(n) {
+            // SeqCst: pairs with the pusher's fence in `Sleep::notify` and the
+            // fence before every thread's last look ahead of parking
+            // (`Sleep::prepare_park`); permits.rs.
+            fence(Ordering::SeqCst);
+            if self.has_visible_work(Lane::Background) {
+                self.notify(Lane::Background);
+            }
+        }
     }
 
     /// Takes `n` lent permits back whether or not the cap allows (a wait

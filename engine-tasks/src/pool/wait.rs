@@ -457,7 +457,7 @@ impl Local<'_> {
         };
         let task = self.rings[lane.index()].pop_newest();
         if task.is_none() && background_permit {
-            self.shared.release_background();
+            self.shared.release_background(1);
         }
         task.map(|task| Found {
             task,

@@ -15,7 +15,7 @@ use crate::sync::task::TaskRef;
 use crate::trace::instrument;
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Consecutive LIFO-slot runs before the ring gets a turn (volt uses 3).
@@ -277,7 +277,7 @@ impl<'a> Local<'a> {
         self.run_task(found.task, found.lane);
         self.held_permits.set(self.held_permits.get() - permit);
         if found.background_permit {
-            self.shared.release_background();
+            self.shared.release_background(1);
         }
     }
 
@@ -291,15 +291,7 @@ impl<'a> Local<'a> {
             depth: self.background_depth.replace(0),
         };
         if lent.permits > 0 {
-            self.shared.release_background_permits(lent.permits);
-            // A thread may have been turned away from background work for
-            // want of a permit: wake one for it. SeqCst: pairs with the
-            // pusher's fence in `notify` and the fence before every thread's
-            // last look ahead of parking (permits.rs).
-            fence(Ordering::SeqCst);
-            if self.shared.has_visible_work(Lane::Background) {
-                self.shared.notify(Lane::Background);
-            }
+            self.shared.release_background(lent.permits);
         }
         lent
     }

@@ -15,21 +15,41 @@
 //! task that the awaited work needs in turn. So the cap bounds background
 //! tasks that are running, not blocked ones.
 //!
-//! A lender may release a permit after another thread was turned away from
-//! a queued background task for want of one, and that thread may be asleep
-//! by now. So after releasing, the lender issues a SeqCst fence and looks
-//! for queued background work, waking a thread if it sees some. Every
-//! thread issues a SeqCst fence before its last look ahead of parking
-//! (idle.rs), and every pusher one after its push (`Sleep::notify`). If the
-//! lender's fence comes first in the SeqCst order, those later looks see the
-//! permit free; if a pusher's comes first, the lender's look sees its task.
-//! The loom model below checks this.
+//! # No lost wake-up
+//!
+//! A thread that finds queued background work but no free permit is
+//! *turned away*: it parks like a thread that found nothing. So whoever
+//! frees a permit may have to wake it: the thread that ends a background
+//! task, and a lender. Only a release that starts at or above the cap can
+//! follow a turn-away (a thread is turned away only while `running` is at
+//! the cap, and the first release after that starts there), so
+//! [`Permits::release`] says which it was, and after a [`Released::FromCap`]
+//! the releaser issues a SeqCst fence and looks for queued background work,
+//! waking a thread if it sees some. Every thread issues a SeqCst fence
+//! before its last look ahead of parking (idle.rs), which retries the
+//! permit, and every pusher one after its push (`Sleep::notify`). If the
+//! releaser's fence comes first in the SeqCst order, the parking thread's
+//! last look sees the permit free; otherwise the releaser's look sees the
+//! task and the parking thread's idle bit. The loom models below check
+//! this, for one releaser and for two where only the first starts at the
+//! cap.
 //!
 //! All operations on `running` are Relaxed: the tasks themselves are handed
 //! over by the queues, and the fences above order the look-ups that matter.
 
 use crate::loom::atomic::{AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+
+/// What a [`Permits::release`] found.
+#[must_use = "a release from the cap must look for work turned away (see the module docs)"]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// Fewer than the cap were out before: no thread can be waiting for
+    /// this permit that an earlier release did not already look for.
+    BelowCap,
+    /// The cap was reached before: a thread may have been turned away.
+    FromCap,
+}
 
 /// See the module docs.
 pub(crate) struct Permits {
@@ -63,10 +83,16 @@ impl Permits {
         false
     }
 
-    /// Gives back `n` permits.
-    pub(crate) fn release(&self, n: u32) {
-        // Relaxed: see the module docs.
-        self.running.fetch_sub(n as usize, Ordering::Relaxed);
+    /// Gives back `n` permits. After [`Released::FromCap`] the caller must
+    /// fence and look for queued background work (see the module docs).
+    pub(crate) fn release(&self, n: u32) -> Released {
+        // Relaxed: see the module docs; the caller's fence orders the look.
+        let before = self.running.fetch_sub(n as usize, Ordering::Relaxed);
+        if before >= self.cap {
+            Released::FromCap
+        } else {
+            Released::BelowCap
+        }
     }
 
     /// Takes back `n` lent permits, whether or not the cap allows.
@@ -84,6 +110,20 @@ mod loom_models {
     use crate::loom::{thread, Arc};
     use crate::sync::idle::{Notify, Sleep};
 
+    /// Gives back a permit as the pool does (`Shared::release_background`):
+    /// after a release from the cap, fence and look for queued work.
+    fn release(sleep: &Sleep, permits: &Permits, work: &AtomicUsize) {
+        if permits.release(1) == Released::FromCap {
+            fence(Ordering::SeqCst);
+            // Relaxed: the queue stand-in; the fence orders it.
+            if work.load(Ordering::Relaxed) > 0
+                && sleep.notify(Lane::Background, false) == Notify::NeedThread
+            {
+                sleep.give_up_token();
+            }
+        }
+    }
+
     /// A worker that runs one background task, under a permit, by the
     /// idle protocol (slot 0; `work` stands for the queue).
     fn worker(sleep: &Sleep, permits: &Permits, work: &AtomicUsize) {
@@ -93,7 +133,7 @@ mod loom_models {
                 return false;
             }
             work.fetch_sub(1, Ordering::Relaxed);
-            permits.release(1);
+            release(sleep, permits, work);
             true
         };
         let mut searching = false;
@@ -114,18 +154,26 @@ mod loom_models {
         }
     }
 
-    /// The cap is 1 and a task blocked in a wait holds the permit. A
+    /// Pushes one background task and notifies, as a spawn does.
+    fn push(sleep: &Sleep, work: &AtomicUsize) {
+        // Relaxed: the queue stand-in; `notify`'s fence orders it.
+        work.fetch_add(1, Ordering::Relaxed);
+        if sleep.notify(Lane::Background, false) == Notify::NeedThread {
+            sleep.give_up_token();
+        }
+    }
+
+    /// The cap is 1 and another participant holds the permit: a task that
+    /// runs, or one blocked in a wait that lends it (the same release). A
     /// background task is pushed and the worker, turned away, goes to
-    /// sleep; the waiting thread lends its permit. In every interleaving
-    /// the worker runs the task (a lost wake-up deadlocks, which loom
-    /// reports).
+    /// sleep; the holder releases. In every interleaving the worker runs
+    /// the task (a lost wake-up deadlocks, which loom reports).
     #[test]
-    fn a_lent_permit_reaches_a_worker_turned_away() {
+    fn a_released_permit_reaches_a_worker_turned_away() {
         loom::model(|| {
             let sleep = Arc::new(Sleep::new(2));
             let permits = Arc::new(Permits::new(1));
             let work = Arc::new(AtomicUsize::new(0));
-            // The blocked task's permit.
             assert!(permits.try_acquire());
             let w = {
                 let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
@@ -133,22 +181,44 @@ mod loom_models {
             };
             let pusher = {
                 let (sleep, work) = (sleep.clone(), work.clone());
-                thread::spawn(move || {
-                    work.fetch_add(1, Ordering::Relaxed);
-                    if sleep.notify(Lane::Background, false) == Notify::NeedThread {
-                        sleep.give_up_token();
-                    }
-                })
+                thread::spawn(move || push(&sleep, &work))
             };
-            // The wait begins: lend the permit, then look (the worker in
-            // `Local::lend_background_permits`).
-            permits.release(1);
-            fence(Ordering::SeqCst);
-            if work.load(Ordering::Relaxed) > 0
-                && sleep.notify(Lane::Background, false) == Notify::NeedThread
-            {
-                sleep.give_up_token();
-            }
+            release(&sleep, &permits, &work);
+            pusher.join().unwrap();
+            w.join().unwrap();
+            assert_eq!(work.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// The cap is 2 and two holders release in turn: only the first release
+    /// starts at the cap and looks for work, the second skips the look. The
+    /// worker still runs the pushed task in every interleaving: it was
+    /// turned away only while both permits were out.
+    #[test]
+    fn only_a_release_from_the_cap_needs_to_look() {
+        let mut builder = loom::model::Builder::new();
+        // Four threads: two preemptions keep the run within CI's budget.
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let permits = Arc::new(Permits::new(2));
+            let work = Arc::new(AtomicUsize::new(0));
+            assert!(permits.try_acquire());
+            assert!(permits.try_acquire());
+            let w = {
+                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
+                thread::spawn(move || worker(&sleep, &permits, &work))
+            };
+            let pusher = {
+                let (sleep, work) = (sleep.clone(), work.clone());
+                thread::spawn(move || push(&sleep, &work))
+            };
+            let second = {
+                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
+                thread::spawn(move || release(&sleep, &permits, &work))
+            };
+            release(&sleep, &permits, &work);
+            second.join().unwrap();
             pusher.join().unwrap();
             w.join().unwrap();
             assert_eq!(work.load(Ordering::Relaxed), 0);
