@@ -3,7 +3,7 @@
 //! instead of stalling the run; a case that could abort the process runs in
 //! a child process of this test binary.
 
-use engine_tasks::{BlockingPool, Lane, Pool, PoolHandle};
+use engine_tasks::{BlockingPool, JoinHandle, Lane, Pool, PoolHandle};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -131,6 +131,155 @@ fn a_permit_freed_by_a_finished_background_task_wakes_a_worker_turned_away() {
         });
         assert_eq!(value, 5, "round {round}");
     }
+}
+
+/// Stress for the case above: calls from a pool's workers into a pool
+/// without threads, whose tasks call back and wait in turn, by each kind of
+/// wait. The waiting workers run the threadless pool's tasks themselves,
+/// several at once, so one may find the queue busy, or look just before a
+/// task arrives, and sleep: the push must wake it.
+#[test]
+fn calls_into_a_pool_without_threads_do_not_hang() {
+    let home = Pool::builder().threads(3).build().unwrap();
+    let away = Pool::builder().threads(0).build().unwrap();
+    for round in 0..200 {
+        let (home_handle, away_handle) = (home.handle(), away.handle());
+        let total = within_watchdog("calls into a pool without threads", move || {
+            let total = std::sync::atomic::AtomicU32::new(0);
+            home_handle.scope(|s| {
+                for task in 0..6u32 {
+                    let (home, away, total) = (&home_handle, &away_handle, &total);
+                    s.spawn(move |_| {
+                        let back = home.clone();
+                        let value = match task % 3 {
+                            0 => away
+                                .spawn(Lane::Normal, move || {
+                                    back.spawn(Lane::Normal, || 1).unwrap().join().unwrap()
+                                })
+                                .unwrap()
+                                .join()
+                                .unwrap(),
+                            1 => away.join(|| 0, move || back.join(|| 1, || 0).0).1,
+                            _ => {
+                                let inner = away.clone();
+                                away.join(
+                                    move || {
+                                        inner.spawn(Lane::Background, || 1).unwrap().join().unwrap()
+                                    },
+                                    || 0,
+                                )
+                                .0
+                            }
+                        };
+                        total.fetch_add(value, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+            });
+            total.into_inner()
+        });
+        assert_eq!(total, 6, "round {round}");
+    }
+}
+
+/// A push onto a pool without threads must wake the threads of other
+/// pools that run its work while they wait on it. Here the main thread,
+/// the pool's guest, runs task T; T has worker W of another pool wait for
+/// T's own result, which makes W run the threadless pool's queued work
+/// until T ends, and sleep when there is none. Once W sleeps, T queues U
+/// and waits for it by other means than the pool. Nothing but U's push can
+/// wake W (the pool has no thread to wake), and T never ended when the
+/// push woke no one.
+fn a_push_onto_a_pool_without_threads(away: Pool, home: Pool) -> u32 {
+    let t_handle = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (away_handle, home_handle) = (away.handle(), home.handle());
+    let (send_w, w) = mpsc::channel();
+    let t = {
+        let t_handle = t_handle.clone();
+        away.spawn(Lane::Normal, move || {
+            let t: JoinHandle<u32> = t_handle.lock().unwrap().take().unwrap();
+            let w_waits = home_handle.spawn(Lane::Normal, move || t.join().unwrap());
+            while !workers_asleep(&home_handle, 1) {
+                std::thread::yield_now();
+            }
+            let (ran, u_ran) = mpsc::channel();
+            drop(away_handle.spawn(Lane::Normal, move || ran.send(()).unwrap()));
+            u_ran.recv().unwrap();
+            send_w.send(w_waits.unwrap()).unwrap();
+            9
+        })
+    };
+    *t_handle.lock().unwrap() = Some(t.unwrap());
+    // The main thread takes T as the pool's guest while it waits for this.
+    away.spawn(Lane::Normal, || 0).unwrap().join().unwrap();
+    // What W saw of T.
+    w.recv().unwrap().join().unwrap()
+}
+
+#[test]
+fn a_push_onto_a_pool_without_threads_wakes_its_helpers() {
+    for round in 0..20 {
+        let value = within_watchdog("a pool without threads and its helper", || {
+            a_push_onto_a_pool_without_threads(
+                Pool::builder().threads(0).build().unwrap(),
+                Pool::builder().threads(1).build().unwrap(),
+            )
+        });
+        assert_eq!(value, 9, "round {round}");
+    }
+}
+
+/// A pool whose every thread start fails runs its frames on the frame's
+/// own thread, in every lane: the frame waits with the floor of its most
+/// urgent work, and the nodes and tasks below that floor had no one to run
+/// them (the soak hung here). Nodes in every lane, one of which waits for
+/// tasks it spawns in less urgent lanes.
+#[test]
+fn a_frame_on_a_pool_whose_threads_never_start_runs_every_lane() {
+    use engine_tasks::{NodeContext, TaskGraph};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let graph = {
+        let mut b = TaskGraph::<AtomicU32>::builder();
+        b.node(
+            "urgent",
+            Lane::FrameCritical,
+            |cx: &NodeContext<'_, AtomicU32>| {
+                let pool = cx.pool();
+                let normal = pool.spawn(Lane::Normal, || 1).unwrap();
+                let background = pool.spawn(Lane::Background, || 10).unwrap();
+                let sum = normal.join().unwrap() + background.join().unwrap();
+                cx.data().fetch_add(sum, Ordering::Relaxed);
+            },
+        );
+        b.node("normal", Lane::Normal, |cx: &NodeContext<'_, AtomicU32>| {
+            cx.data().fetch_add(100, Ordering::Relaxed);
+        });
+        b.node(
+            "background",
+            Lane::Background,
+            |cx: &NodeContext<'_, AtomicU32>| {
+                cx.data().fetch_add(1000, Ordering::Relaxed);
+            },
+        )
+        .after(["normal"]);
+        // Share every frame with the pool (never run it alone).
+        b.share_above(Duration::ZERO, Duration::ZERO);
+        b.build().unwrap()
+    };
+    let total = within_watchdog("a frame on a pool without threads", move || {
+        let pool = Pool::builder()
+            .threads(2)
+            .spawn_with(|_, _| Err(std::io::Error::other("no threads here")))
+            .build()
+            .unwrap();
+        let mut graph = graph;
+        let total = AtomicU32::new(0);
+        for _ in 0..10 {
+            graph.run(&pool, &total).unwrap();
+        }
+        assert_eq!(pool.stats().threads_started, 0);
+        total.into_inner()
+    });
+    assert_eq!(total, 10 * 1111);
 }
 
 /// Case 4: a keep-alive too long to add to the clock once aborted a

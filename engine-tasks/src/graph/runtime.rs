@@ -440,7 +440,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 None => crate::pool::wait::wait_without_slot(
                     pool_shared,
                     &shared.done,
-                    || floor,
                     Some(&shared.inbox),
                 ),
             }

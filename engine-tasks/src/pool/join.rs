@@ -152,7 +152,7 @@ where
             shared.inject_structured(lane, unsafe { job.task_ref() });
             let guard = AbortOnUnwind("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
-            crate::pool::wait::wait_without_slot(shared, &job.latch, || lane, None);
+            crate::pool::wait::wait_without_slot(shared, &job.latch, None);
             drop(guard);
             finish(result_a, job.into_result())
         }

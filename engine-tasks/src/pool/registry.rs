@@ -41,6 +41,7 @@ use crate::pool::early_wake::{EarlyWake, NextFrame};
 use crate::pool::stats::{PoolStats, SlotCounters};
 use crate::sync::deque::Deque;
 use crate::sync::gate::Gate;
+use crate::sync::helpers::{HelperId, Helpers};
 use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::sync::lifo::LifoSlot;
 use crate::sync::permits::{Permits, Released};
@@ -132,6 +133,27 @@ impl Slot {
     }
 }
 
+/// How a helper (helpers.rs) is woken.
+pub(crate) enum HelperWaker {
+    /// A thread working in another pool sleeps on its slot there.
+    Pool {
+        /// Keeps the parker alive while the helper is listed.
+        pool: Arc<Shared>,
+        slot: usize,
+    },
+    /// A thread of no pool.
+    Thread(std::thread::Thread),
+}
+
+impl HelperWaker {
+    fn wake(&self) {
+        match self {
+            HelperWaker::Pool { pool, slot } => pool.sleep.unpark(*slot),
+            HelperWaker::Thread(thread) => thread.unpark(),
+        }
+    }
+}
+
 /// Validated configuration (see `PoolBuilder`).
 pub(crate) struct Config {
     pub(crate) threads: usize,
@@ -173,6 +195,9 @@ pub(crate) struct Shared {
     pub(crate) next_frame: NextFrame,
     /// Closed at shutdown; external submissions pass through it.
     gate: Gate,
+    /// Threads from outside that run this pool's work while it has no
+    /// thread to run it (`needs_helpers`; helpers.rs).
+    helpers: Helpers<HelperWaker>,
     /// Worker threads started; only written under `threads`' lock.
     started: AtomicUsize,
     spawn_failed: AtomicBool,
@@ -203,6 +228,7 @@ impl Shared {
             last_frame_end: AtomicU64::new(0),
             next_frame: NextFrame::new(config.early_wake),
             gate: Gate::default(),
+            helpers: Helpers::new(),
             started: AtomicUsize::new(0),
             spawn_failed: AtomicBool::new(false),
             spawn_failures: AtomicU64::new(0),
@@ -245,6 +271,24 @@ impl Shared {
 
     pub(crate) fn is_shutdown(&self) -> bool {
         self.gate.is_closed()
+    }
+
+    /// Whether no worker of this pool will run its queued work: none
+    /// started (none configured, or every start failed), or shutdown began.
+    /// Threads that wait on its tasks from outside then run them, as
+    /// helpers (helpers.rs).
+    pub(crate) fn needs_helpers(&self) -> bool {
+        self.threads_started() == 0 || self.is_shutdown()
+    }
+
+    /// Lists a helper; it looks for work after this and before every sleep.
+    pub(crate) fn add_helper(&self, waker: HelperWaker) -> HelperId {
+        self.helpers.add(waker)
+    }
+
+    /// Unlists a helper whose wait ended.
+    pub(crate) fn remove_helper(&self, id: HelperId) {
+        self.helpers.remove(id);
     }
 
     /// Tries to borrow the guest slot (see module docs).
@@ -422,6 +466,11 @@ impl Shared {
                     self.sleep.give_up_token();
                 }
             }
+        }
+        if self.needs_helpers() {
+            // No worker may ever see this work: wake the threads that run
+            // it from outside (helpers.rs).
+            self.helpers.wake_all(HelperWaker::wake);
         }
     }
 

@@ -258,12 +258,7 @@ where
         let guard = AbortOnUnwind("while scope tasks were queued");
         match local {
             Some(local) => local.wait_scope(&scope.latch, floor, &scope.inbox, lane),
-            None => crate::pool::wait::wait_without_slot(
-                shared,
-                &scope.latch,
-                floor,
-                Some(&scope.inbox),
-            ),
+            None => crate::pool::wait::wait_without_slot(shared, &scope.latch, Some(&scope.inbox)),
         }
         drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();

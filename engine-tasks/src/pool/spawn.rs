@@ -243,7 +243,7 @@ impl<T> JoinHandle<T> {
             let floor = self.cell.lane();
             worker::with_slot(&self.pool, |local| match local {
                 Some(local) => local.wait_until(latch, || floor),
-                None => crate::pool::wait::wait_without_slot(&self.pool, latch, || floor, None),
+                None => crate::pool::wait::wait_without_slot(&self.pool, latch, None),
             });
         }
         // SAFETY: the latch is set (the waits return only then), and `self`

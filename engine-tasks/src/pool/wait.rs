@@ -7,24 +7,30 @@
 //! runs tasks **at least as urgent** as the one it waits for (waiting on a
 //! frame-critical task runs only frame-critical tasks), and the tasks it runs
 //! may be any task of those lanes in the pool, not only descendants of its
-//! target: do not wait while holding a lock that other tasks take.
+//! target: do not wait while holding a lock that other tasks take. In a
+//! pool with no worker (none configured, every start failed, or shut
+//! down) it runs every lane: nothing else would.
 //!
 //! A thread of one pool that waits on a task of another (a worker of pool A
 //! joins a task of pool B) waits without a slot in B and keeps running A's
 //! tasks of every lane, as its own pool's worker: B's task may wait on work
 //! of A in turn, and A's only worker may be the thread that is waiting. B's
 //! setter wakes it through A's parker, holding a reference to A until the
-//! wake is delivered (`Waiter::Owned` in latch.rs).
+//! wake is delivered (`Waiter::Owned` in latch.rs). If B has no worker, the
+//! waiting thread also runs B's queued tasks, as one of B's helpers: B
+//! lists it, and every push onto B wakes it (helpers.rs).
 
 use super::worker::{with_current, Found, Local};
 use crate::clock;
 use crate::lane::Lane;
-use crate::pool::registry::Shared;
+use crate::pool::registry::{HelperWaker, Shared};
+use crate::sync::helpers::HelperId;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::park::Woken;
 use crate::sync::queue::TaskQueue;
 use crate::trace::instrument;
 use crossbeam_utils::Backoff;
+use std::cell::OnceCell;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
@@ -284,6 +290,15 @@ impl Local<'_> {
         Waiter::Slot(self.shared.sleep.parker(self.index))
     }
 
+    /// How a pool without threads wakes this thread when it helps there
+    /// (helpers.rs): through its slot's parker here.
+    fn helper_waker(&self) -> HelperWaker {
+        HelperWaker::Pool {
+            pool: self.shared.arc(),
+            slot: self.index,
+        }
+    }
+
     /// How a task of *another* pool wakes this thread: through its slot's
     /// parker, with a reference that keeps this pool alive until the wake
     /// is delivered (latch.rs).
@@ -307,19 +322,20 @@ impl Local<'_> {
         &self,
         other: Option<&Shared>,
         latch: &Latch,
-        other_floor: impl Fn() -> Lane,
         inbox: Option<&TaskQueue>,
     ) {
         let _span = instrument::wait();
+        let helping = OnceCell::new();
         let first_look = |floor| {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
             }
-            if let Some(other) = other {
-                let must_help = other.threads_started() == 0 || other.is_shutdown();
-                if must_help && run_one_unowned(other, other_floor()) {
+            if let Some(other) = other.filter(|other| other.needs_helpers()) {
+                // Listed before the look, so a later push wakes this thread.
+                helping.get_or_init(|| Helping::new(other, self.helper_waker()));
+                if run_one_unowned(other) {
                     return true;
                 }
             }
@@ -359,7 +375,13 @@ impl Local<'_> {
             if self.credit.settle_if_last(latch) {
                 continue;
             }
-            let floor = floor();
+            // With no worker to run less urgent work, this thread must, or
+            // work that its target needs in turn would never run.
+            let floor = if self.shared.needs_helpers() {
+                Lane::Background
+            } else {
+                floor()
+            };
             if first_look(floor) {
                 continue;
             }
@@ -479,24 +501,19 @@ impl Local<'_> {
 ///
 /// `inbox` holds tasks that only this thread may run (a frame's pinned
 /// nodes); whoever pushes to it unparks this thread afterwards.
-pub(crate) fn wait_without_slot(
-    shared: &Shared,
-    latch: &Latch,
-    floor: impl Fn() -> Lane,
-    inbox: Option<&TaskQueue>,
-) {
+pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, inbox: Option<&TaskQueue>) {
     if latch.is_set() {
         return;
     }
     // A thread of another pool keeps working for it while it waits.
-    let waited_at_home = with_current(|home| {
-        home.map(|home| home.wait_for_other_pool(Some(shared), latch, &floor, inbox))
-    });
+    let waited_at_home =
+        with_current(|home| home.map(|home| home.wait_for_other_pool(Some(shared), latch, inbox)));
     if waited_at_home.is_some() {
         return;
     }
     let _span = instrument::wait();
     let mut registered = false;
+    let helping = OnceCell::new();
     while !latch.is_set() {
         let pinned = inbox.and_then(|q| q.try_lock().and_then(|mut consumer| consumer.pop()));
         if let Some(task) = pinned {
@@ -504,9 +521,13 @@ pub(crate) fn wait_without_slot(
             task.run();
             continue;
         }
-        let must_help = shared.threads_started() == 0 || shared.is_shutdown();
-        if must_help && run_one_unowned(shared, floor()) {
-            continue;
+        if shared.needs_helpers() {
+            // Listed before the look, so a later push wakes this thread.
+            helping
+                .get_or_init(|| Helping::new(shared, HelperWaker::Thread(std::thread::current())));
+            if run_one_unowned(shared) {
+                continue;
+            }
         }
         if !registered {
             registered = true;
@@ -521,6 +542,28 @@ pub(crate) fn wait_without_slot(
     }
 }
 
+/// A thread listed as a helper of a pool without threads (helpers.rs),
+/// until its wait ends.
+struct Helping<'a> {
+    pool: &'a Shared,
+    id: HelperId,
+}
+
+impl<'a> Helping<'a> {
+    fn new(pool: &'a Shared, waker: HelperWaker) -> Self {
+        Helping {
+            id: pool.add_helper(waker),
+            pool,
+        }
+    }
+}
+
+impl Drop for Helping<'_> {
+    fn drop(&mut self) {
+        self.pool.remove_helper(self.id);
+    }
+}
+
 /// Waits for `latch`, which a thread outside every pool sets (a blocking
 /// thread), running the work of the pool this thread works in meanwhile
 /// (`Local::wait_for_other_pool`). Returns at once, without waiting, on a
@@ -528,7 +571,7 @@ pub(crate) fn wait_without_slot(
 pub(crate) fn wait_working_for_own_pool(latch: &Latch) {
     with_current(|home| {
         if let Some(home) = home {
-            home.wait_for_other_pool(None, latch, || Lane::Background, None);
+            home.wait_for_other_pool(None, latch, None);
         }
     });
 }
@@ -551,8 +594,14 @@ pub(crate) fn waiter_without_slot() -> Waiter {
 /// wait further down might need it (a background task of a pool without
 /// threads that waits on another pool whose task queues a background task
 /// back into it).
-pub(super) fn run_one_unowned(shared: &Shared, floor: Lane) -> bool {
-    for &lane in floor.and_above() {
+///
+/// It looks at every lane, most urgent first, whatever the waiting thread
+/// waits for: the floor that keeps a waiting thread on work as urgent as
+/// its own (module docs) presumes workers that run the rest, and here
+/// there are none, so less urgent work that the awaited task needs would
+/// never run.
+pub(super) fn run_one_unowned(shared: &Shared) -> bool {
+    for lane in Lane::ALL {
         let injector = &shared.injector[lane.index()];
         let task = injector
             .try_lock()

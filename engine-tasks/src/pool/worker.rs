@@ -526,7 +526,7 @@ pub(crate) fn drain(shared: &Shared) {
         if drained.is_some() {
             return;
         }
-        if !run_one_unowned(shared, Lane::Background) {
+        if !run_one_unowned(shared) {
             std::thread::yield_now();
         }
     }

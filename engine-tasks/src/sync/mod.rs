@@ -18,6 +18,7 @@
 //! | `countdown` | a graph node's dependency countdown across frames |
 //! | `node_marks` | a planned frame's claimed and finished marks |
 //! | `gate` | the submission gate that makes shutdown lose no task |
+//! | `helpers` | outside threads that run a pool's work while it has no thread |
 //! | `frame_gate` | a yes-or-no answer worked out once per frame (a set's run conditions) |
 //! | `park` | a one-permit parker, with timed parks |
 //! | `idle` | the wake protocol: one searcher, no lost wake-up |
@@ -30,6 +31,7 @@ pub(crate) mod deque;
 pub(crate) mod fence;
 pub(crate) mod frame_gate;
 pub(crate) mod gate;
+pub(crate) mod helpers;
 pub(crate) mod idle;
 pub(crate) mod latch;
 pub(crate) mod lifo;
