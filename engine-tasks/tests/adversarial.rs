@@ -228,10 +228,8 @@ fn a_push_onto_a_pool_without_threads_wakes_its_helpers() {
     }
 }
 
-/// A pool whose every thread start fails runs its frames on the frame's
-/// own thread, in every lane: the frame waits with the floor of its most
-/// urgent work, and the nodes and tasks below that floor had no one to run
-/// them (the soak hung here). Nodes in every lane, one of which waits for
+/// A pool whose every thread start fails still runs shared frames whole,
+/// on the frame's own thread: nodes in every lane, one of which waits for
 /// tasks it spawns in less urgent lanes.
 #[test]
 fn a_frame_on_a_pool_whose_threads_never_start_runs_every_lane() {
@@ -280,6 +278,50 @@ fn a_frame_on_a_pool_whose_threads_never_start_runs_every_lane() {
         total.into_inner()
     });
     assert_eq!(total, 10 * 1111);
+}
+
+/// In a pool without threads, a thread that waits for urgent work must
+/// also run less urgent work, as nothing else will. The main thread, the
+/// pool's guest, waits for frame-critical task T; T runs on another thread
+/// (it waits on the pool without a slot, and so helps) and waits for
+/// normal task N, which only the main thread can reach (it queued N). The
+/// main thread used to run only frame-critical work while it waited for T.
+fn an_urgent_wait_needs_less_urgent_work(pool: Pool) -> u32 {
+    let (started, t_started) = mpsc::channel();
+    let (n_ran, wait_for_n) = mpsc::channel::<()>();
+    let t = pool
+        .spawn(Lane::FrameCritical, move || {
+            started.send(()).unwrap();
+            wait_for_n.recv().unwrap();
+            6
+        })
+        .unwrap();
+    let handle = pool.handle();
+    pool.scope(|_| {
+        // The scope's body runs with the main thread as the pool's guest,
+        // so the helper below waits without a slot, and runs T (queued
+        // first) while it waits for its own task.
+        let helper_pool = handle.clone();
+        let helper = std::thread::spawn(move || {
+            let own = helper_pool.spawn(Lane::FrameCritical, || 0).unwrap();
+            own.join().unwrap()
+        });
+        t_started.recv().unwrap();
+        drop(handle.spawn(Lane::Normal, move || n_ran.send(()).unwrap()));
+        let value = t.join().unwrap();
+        helper.join().unwrap();
+        value
+    })
+}
+
+#[test]
+fn an_urgent_wait_on_a_pool_without_threads_runs_less_urgent_work() {
+    for round in 0..20 {
+        let value = within_watchdog("an urgent wait on a pool without threads", || {
+            an_urgent_wait_needs_less_urgent_work(Pool::builder().threads(0).build().unwrap())
+        });
+        assert_eq!(value, 6, "round {round}");
+    }
 }
 
 /// Case 4: a keep-alive too long to add to the clock once aborted a
