@@ -324,6 +324,34 @@ fn an_urgent_wait_on_a_pool_without_threads_runs_less_urgent_work() {
     }
 }
 
+/// A guest of a pool without threads leaves tasks it spawned in its
+/// queues. A worker of another pool waiting on one of them (it helps
+/// there, taking from the injector and the LIFO slots) must reach it, even
+/// though no thread takes the guest slot again.
+#[test]
+fn tasks_a_guest_leaves_behind_reach_the_helpers_of_a_pool_without_threads() {
+    for round in 0..20 {
+        let value = within_watchdog("tasks a guest leaves behind", || {
+            let away = Pool::builder().threads(0).build().unwrap();
+            let home = Pool::builder().threads(1).build().unwrap();
+            let handle = away.handle();
+            // The scope's body runs as the pool's guest: the first spawn
+            // goes to its LIFO slot, and the second pushes it to its ring.
+            let (first, second) = away.scope(|_| {
+                let first = handle.spawn(Lane::Normal, || 8).unwrap();
+                let second = handle.spawn(Lane::Normal, || 1).unwrap();
+                (first, second)
+            });
+            let waited = home
+                .spawn(Lane::Normal, move || first.join().unwrap())
+                .unwrap();
+            let value = waited.join().unwrap();
+            value + second.join().unwrap()
+        });
+        assert_eq!(value, 9, "round {round}");
+    }
+}
+
 /// Case 4: a keep-alive too long to add to the clock once aborted a
 /// blocking thread's first idle wait. It now means "never reap": the idle
 /// thread stays and runs the next task.

@@ -305,6 +305,34 @@ impl<'a> Local<'a> {
         self.background_depth.set(lent.depth);
     }
 
+    /// The guest of a pool without workers is leaving. The pool's helpers
+    /// (threads of other pools waiting on it, helpers.rs) take only from
+    /// the injector and the LIFO slots, so tasks left in this slot's ring
+    /// and overflow queue would wait for the next guest, which may never
+    /// come: move them to the injector and wake the helpers. With workers
+    /// they steal the tasks; after shutdown the dropping thread drains
+    /// every queue (through the guest slot, so after this).
+    pub(super) fn hand_queued_to_helpers(&self) {
+        if self.shared.threads_started() != 0 {
+            return;
+        }
+        for lane in Lane::ALL {
+            let mut list = TaskList::new();
+            while let Some(task) = self.rings[lane.index()].pop() {
+                list.push_back(task);
+            }
+            if let Some(mut overflow) = self.queues(lane).overflow.try_lock() {
+                while let Some(task) = overflow.pop() {
+                    list.push_back(task);
+                }
+            }
+            if list.len() > 0 {
+                self.shared.injector[lane.index()].push_list(list);
+                self.shared.notify(lane);
+            }
+        }
+    }
+
     /// This thread found work of `lane`. If it was the last searcher, there
     /// may be more, so it passes the search on (see idle.rs).
     pub(super) fn hand_on_search(&self, lane: Lane) {
@@ -441,6 +469,14 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
                 self.0.unregister_current_thread();
             }
         }
+        /// Runs while this thread still owns the slot: see
+        /// `Local::hand_queued_to_helpers`.
+        struct HandOver<'a, 'b>(&'a Local<'b>);
+        impl Drop for HandOver<'_, '_> {
+            fn drop(&mut self) {
+                self.0.hand_queued_to_helpers();
+            }
+        }
         let _release = ReleaseGuest(shared);
         let placement = shared.sleep.parker(shared.guest_index()).placement();
         placement.register_current_thread();
@@ -448,6 +484,7 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
         // SAFETY: `try_take_guest` made this thread the guest slot's only
         // owner until `_release` drops, after `local`.
         let local = unsafe { Local::new(shared, shared.guest_index(), false) };
+        let _hand_over = HandOver(&local);
         return local.enter(|| f(Some(&local)));
     }
     f(None)
