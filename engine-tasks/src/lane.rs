@@ -22,7 +22,8 @@
 //!   the cap counts running background tasks, not blocked ones;
 //! * a thread that waits in `join` (block-on-complete) only helps with work at
 //!   least as urgent as what it waits for, so a frame never waits behind a
-//!   background job that its own main thread started.
+//!   background job that its own main thread started (in a pool with no
+//!   worker thread, where nothing else would run them, it runs every lane).
 //!
 //! Between frames, when frame work is done, background work gets every worker
 //! the cap allows. A task already running is never preempted: keep background

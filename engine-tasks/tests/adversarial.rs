@@ -133,7 +133,7 @@ fn a_permit_freed_by_a_finished_background_task_wakes_a_worker_turned_away() {
     }
 }
 
-/// Stress for the case above: calls from a pool's workers into a pool
+/// Stress for the case below: calls from a pool's workers into a pool
 /// without threads, whose tasks call back and wait in turn, by each kind of
 /// wait. The waiting workers run the threadless pool's tasks themselves,
 /// several at once, so one may find the queue busy, or look just before a

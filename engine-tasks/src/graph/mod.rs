@@ -82,7 +82,7 @@
 //! nodes (with every node frame-critical, only frame-critical tasks): graph
 //! nodes, the pieces of a node's `parallel_for`, or frame-critical tasks
 //! from elsewhere. It never starts background work unless the graph has
-//! background nodes. A node that
+//! background nodes, or the pool has no worker thread to run it. A node that
 //! waits (`parallel_for`, `scope`, a join) may likewise run other ready nodes
 //! on its stack, so a node must not hold a lock that other nodes take
 //! across such a wait.

@@ -44,7 +44,8 @@ use crate::sync::gate::Gate;
 use crate::sync::helpers::{HelperId, Helpers};
 use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::sync::lifo::LifoSlot;
-use crate::sync::permits::{Permits, Released};
+use crate::sync::permits::Permits;
+pub(crate) use crate::sync::permits::Released;
 use crate::sync::queue::{TaskList, TaskQueue};
 use crate::sync::ring::Ring;
 use crate::sync::task::TaskRef;
@@ -265,7 +266,7 @@ impl Shared {
     }
 
     pub(crate) fn threads_started(&self) -> usize {
-        // Relaxed: a hint; a thread that starts later only adds helpers.
+        // Relaxed: a hint; a thread that starts later only adds a runner.
         self.started.load(Ordering::Relaxed)
     }
 
@@ -386,18 +387,26 @@ impl Shared {
     }
 
     /// Gives back `n` permits: one when a background task ends, or those a
-    /// waiting thread lends. A thread may have been turned away from queued
-    /// background work for want of one and be asleep by now: wake one for it
-    /// (permits.rs says why no wake-up is lost).
-    pub(crate) fn release_background(&self, n: u32) {
-        if let Released::FromCap = self.background.release(n) {
-            // SeqCst: pairs with the pusher's fence in `Sleep::notify` and the
-            // fence before every thread's last look ahead of parking
-            // (`Sleep::prepare_park`); permits.rs.
-            fence(Ordering::SeqCst);
-            if self.has_visible_work(Lane::Background) {
-                self.notify(Lane::Background);
-            }
+    /// waiting thread lends. After [`Released::FromCap`] a thread may have
+    /// been turned away from queued background work for want of one and be
+    /// asleep by now: the caller must [`look_for_background_work`] before it
+    /// stops looking for background work itself (permits.rs).
+    ///
+    /// [`look_for_background_work`]: Self::look_for_background_work
+    pub(crate) fn release_background(&self, n: u32) -> Released {
+        self.background.release(n)
+    }
+
+    /// Wakes a thread if a permit is free and background work is queued:
+    /// the look owed after a release from the cap (permits.rs says why no
+    /// wake-up is lost).
+    pub(crate) fn look_for_background_work(&self) {
+        // SeqCst: pairs with the pusher's fence in `Sleep::notify` and the
+        // fence before every thread's last look ahead of parking
+        // (`Sleep::prepare_park`); permits.rs.
+        fence(Ordering::SeqCst);
+        if self.background.any_free() && self.has_visible_work(Lane::Background) {
+            self.notify(Lane::Background);
         }
     }
 
@@ -467,11 +476,10 @@ impl Shared {
                 }
             }
         }
-        if self.needs_helpers() {
-            // No worker may ever see this work: wake the threads that run
-            // it from outside (helpers.rs).
-            self.helpers.wake_all(HelperWaker::wake);
-        }
+        // Threads that run this pool's work from outside while it has no
+        // worker (helpers.rs): `Sleep::notify`'s fence above is the pusher's
+        // fence of that protocol.
+        self.helpers.wake_all(HelperWaker::wake);
     }
 
     /// `notify` for a `join` half. The thread that pushed it either pops it
@@ -480,9 +488,12 @@ impl Shared {
     /// path skip `notify`'s fence when an unfenced look says nobody could be
     /// woken (the common case in a busy fork-join: every thread is working).
     /// rayon's push path makes the same trade.
+    /// A pool without workers always notifies: a task pushed for a scope
+    /// that a helper waits on (helpers.rs) may have no other thread to run
+    /// it.
     #[inline]
     pub(crate) fn notify_join(&self, lane: Lane) {
-        if self.can_spawn() || self.sleep.may_wake(lane) {
+        if self.can_spawn() || self.sleep.may_wake(lane) || self.needs_helpers() {
             self.notify(lane);
         }
     }

@@ -127,7 +127,7 @@ impl Local<'_> {
                 });
             }
             if background_permit {
-                self.shared.release_background(1);
+                self.give_back_permit();
             }
         }
         None

@@ -236,7 +236,9 @@ impl<T> JoinHandle<T> {
     /// the pool has no threads or is shutting down, when it runs what it can.
     /// A thread of another pool (its worker, or its guest) instead runs its
     /// own pool's tasks, of every lane, while it waits: a task it waits for
-    /// may itself wait on work of that pool.
+    /// may itself wait on work of that pool. In a pool without a worker
+    /// thread (none configured or started yet, every start failed, or shut
+    /// down) a waiting thread runs tasks of every lane: nothing else would.
     pub fn join(self) -> Result<T, JoinError> {
         let latch = self.cell.latch();
         if !latch.is_set() {

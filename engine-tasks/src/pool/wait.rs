@@ -149,6 +149,8 @@ impl Local<'_> {
         stop: &impl Fn() -> bool,
         timeout: Option<Duration>,
     ) -> Parked {
+        // Before this thread sleeps, or may: it stops looking meanwhile.
+        self.settle_permit_look();
         let sleep = &self.shared.sleep;
         let was_searching = self.searching.replace(false);
         sleep.prepare_park(self.index, floor, was_searching);
@@ -328,6 +330,7 @@ impl Local<'_> {
         let helping = OnceCell::new();
         let first_look = |floor| {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
+                self.settle_permit_look();
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
@@ -335,6 +338,7 @@ impl Local<'_> {
             if let Some(other) = other.filter(|other| other.needs_helpers()) {
                 // Listed before the look, so a later push wakes this thread.
                 helping.get_or_init(|| Helping::new(other, self.helper_waker()));
+                self.settle_permit_look();
                 if run_one_unowned(other) {
                     return true;
                 }
@@ -405,6 +409,8 @@ impl Local<'_> {
             }
         }
         self.search.end();
+        // Back to code that may never look for background work again.
+        self.settle_permit_look();
         self.take_back_background_permits(lent);
         self.wait_depth.set(self.wait_depth.get() - 1);
         // Back to the code that waited, which may block on anything.
@@ -473,13 +479,16 @@ impl Local<'_> {
     /// The newest task of `lane` in this thread's ring, with a background
     /// permit if the lane needs one (`None` also when none is free).
     pub(super) fn take_newest_from_ring(&self, lane: Lane) -> Option<Found> {
+        if self.queues(lane).ring.is_empty() {
+            return None;
+        }
         let background_permit = match lane {
             Lane::Background => self.acquire_background()?,
             _ => false,
         };
         let task = self.rings[lane.index()].pop_newest();
         if task.is_none() && background_permit {
-            self.shared.release_background(1);
+            self.give_back_permit();
         }
         task.map(|task| Found {
             task,
@@ -496,8 +505,9 @@ impl Local<'_> {
 /// latch is set: without queues of its own it could only pick up the oldest
 /// injected tasks, each of which may wait in turn, nesting without bound.
 /// With no worker thread at all, or once shutdown has begun (the workers may
-/// be gone), it must help or nothing would run: then it runs injector tasks
-/// and LIFO slots it can reach.
+/// be gone), it must help or nothing would run: then it runs the tasks it
+/// can reach (`run_one_unowned`), listed as one of the pool's helpers so
+/// that every push wakes it (helpers.rs).
 ///
 /// `inbox` holds tasks that only this thread may run (a frame's pinned
 /// nodes); whoever pushes to it unparks this thread afterwards.
@@ -588,7 +598,10 @@ pub(crate) fn waiter_without_slot() -> Waiter {
 
 /// Runs one queued task of `shared` that no slot owner would run, on a
 /// thread without a slot there: only when `shared` has no thread to run it
-/// (none started, or shutting down). Background tasks need no permit here:
+/// (none started, or shutting down). It takes from the injector, the LIFO
+/// slots and the join deques (a scope task that a guest queued for a scope
+/// of this thread); a guest leaving such a pool hands the rest of its
+/// queues to the injector (`Local::hand_queued_to_helpers`). Background tasks need no permit here:
 /// the cap keeps workers free for frame work, and there are none to keep;
 /// a permit would also be held while the task blocks, and the thread's own
 /// wait further down might need it (a background task of a pool without
@@ -613,10 +626,10 @@ pub(super) fn run_one_unowned(shared: &Shared) -> bool {
                 }
             })
             .or_else(|| {
-                shared
-                    .slots
-                    .iter()
-                    .find_map(|slot| Local::take_lifo(&slot.lanes[lane.index()]))
+                shared.slots.iter().find_map(|slot| {
+                    let queues = &slot.lanes[lane.index()];
+                    Local::take_lifo(queues).or_else(|| queues.joins.steal())
+                })
             });
         if let Some(task) = task {
             shared.external.lanes[lane.index()].executed.add_shared(1);

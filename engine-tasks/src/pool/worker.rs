@@ -5,7 +5,7 @@
 
 use super::wait::{run_one_unowned, Idle};
 use crate::lane::Lane;
-use crate::pool::registry::{Shared, Slot, SlotLane};
+use crate::pool::registry::{Released, Shared, Slot, SlotLane};
 use crate::sync::credit::ScopeCredit;
 use crate::sync::deque::DequeOwner;
 use crate::sync::placement::Placement;
@@ -59,6 +59,10 @@ pub(crate) struct Local<'a> {
     /// Background permits held for tasks on this thread's stack since its
     /// innermost wait began.
     pub(super) held_permits: Cell<u32>,
+    /// This thread gave back a background permit at the cap and has not
+    /// yet looked for background work that a thread turned away for want
+    /// of it left queued (`settle_permit_look`).
+    owes_permit_look: Cell<bool>,
     /// Waits on this thread's stack (a thread that waits runs other tasks
     /// inside the wait, on top of what it waits in).
     pub(super) wait_depth: Cell<u32>,
@@ -103,6 +107,7 @@ impl<'a> Local<'a> {
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
             held_permits: Cell::new(0),
+            owes_permit_look: Cell::new(false),
             wait_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
@@ -277,7 +282,27 @@ impl<'a> Local<'a> {
         self.run_task(found.task, found.lane);
         self.held_permits.set(self.held_permits.get() - permit);
         if found.background_permit {
-            self.shared.release_background(1);
+            self.give_back_permit();
+        }
+    }
+
+    /// Gives back a background permit this thread took. A release from the
+    /// cap owes a look for background work a thread was turned away from
+    /// (permits.rs). The look waits until this thread runs its next task,
+    /// parks, or leaves a wait (`settle_permit_look`), and wakes a thread
+    /// only if a permit is free then: a thread that runs background task
+    /// after background task at the cap takes the permit back first, and
+    /// so wakes no one that would only be turned away again.
+    pub(super) fn give_back_permit(&self) {
+        if self.shared.release_background(1) == Released::FromCap {
+            self.owes_permit_look.set(true);
+        }
+    }
+
+    /// Makes the look a release from the cap owes (`give_back_permit`).
+    pub(super) fn settle_permit_look(&self) {
+        if self.owes_permit_look.replace(false) {
+            self.shared.look_for_background_work();
         }
     }
 
@@ -290,8 +315,9 @@ impl<'a> Local<'a> {
             permits: self.held_permits.replace(0),
             depth: self.background_depth.replace(0),
         };
-        if lent.permits > 0 {
-            self.shared.release_background(lent.permits);
+        if lent.permits > 0 && self.shared.release_background(lent.permits) == Released::FromCap {
+            // The wait may run only urgent work: look now.
+            self.shared.look_for_background_work();
         }
         lent
     }
@@ -306,14 +332,13 @@ impl<'a> Local<'a> {
     }
 
     /// The guest of a pool without workers is leaving. The pool's helpers
-    /// (threads of other pools waiting on it, helpers.rs) take only from
-    /// the injector and the LIFO slots, so tasks left in this slot's ring
-    /// and overflow queue would wait for the next guest, which may never
-    /// come: move them to the injector and wake the helpers. With workers
-    /// they steal the tasks; after shutdown the dropping thread drains
-    /// every queue (through the guest slot, so after this).
+    /// (threads waiting on it from outside, helpers.rs) take only from the
+    /// injector, the LIFO slots and the join deques, so tasks left in this
+    /// slot's ring and overflow queue would wait for the next guest, which
+    /// may never come: move them to the injector and wake the helpers. With
+    /// workers running, they steal the tasks.
     pub(super) fn hand_queued_to_helpers(&self) {
-        if self.shared.threads_started() != 0 {
+        if !self.shared.needs_helpers() {
             return;
         }
         for lane in Lane::ALL {
@@ -342,6 +367,7 @@ impl<'a> Local<'a> {
     }
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
+        self.settle_permit_look();
         self.search.end();
         let scope = task.scope();
         self.credit.settle_unless(scope);
@@ -542,6 +568,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
             Idle::Stopped => break,
         }
     });
+    local.settle_permit_look();
     if local.searching.get() {
         shared.sleep.end_search();
     }

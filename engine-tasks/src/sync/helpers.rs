@@ -12,22 +12,27 @@
 //!
 //! # Protocol
 //!
-//! * A helper [`Helpers::add`]s its waker, *then* looks for work, then
-//!   sleeps; it looks again after every wake-up, and [`Helpers::remove`]s
-//!   itself when its wait ends.
-//! * A pusher queues its task, *then* calls [`Helpers::wake_all`].
+//! * A helper [`Helpers::add`]s its waker (under a mutex, then `count` goes
+//!   up and a SeqCst fence follows), *then* looks for work, then sleeps; it
+//!   looks again after every wake-up, and [`Helpers::remove`]s itself when
+//!   its wait ends.
+//! * A pusher queues its task, issues a SeqCst fence (the pool's `notify`
+//!   has one), *then* calls [`Helpers::wake_all`], which reads `count` and,
+//!   if it is not zero, wakes every listed helper under the mutex.
 //!
-//! The list is behind a mutex, so the helper's `add` and the pusher's
-//! `wake_all` are ordered. If `wake_all` comes second it sees the helper
-//! and wakes it (a parker keeps a wake-up that comes before the park). If
-//! it comes first, the push happened before the helper's `add`, so the
-//! helper's look after the `add` sees the task. The loom model below checks
+//! The two fences are a Dekker pair. If the helper's comes first in the
+//! SeqCst order, the pusher's read of `count` sees the helper, and its
+//! lock comes after the helper's (it saw what the helper did after
+//! unlocking), so it finds the helper in the list and wakes it (a parker
+//! keeps a wake-up that comes before the park). If the pusher's fence comes
+//! first, the helper's look sees the task. The loom models below check
 //! this.
 //!
-//! The list is short (the threads waiting on this pool from outside) and is
-//! touched only while the pool has no thread: the cost of the mutex falls
-//! on a pool that already runs on borrowed threads.
+//! A pusher on a pool that nobody helps pays one load of `count`. The list
+//! is short (the threads waiting on the pool from outside), and only a pool
+//! without a worker of its own gets helpers.
 
+use crate::loom::atomic::{fence, AtomicUsize, Ordering};
 use crate::loom::Mutex;
 
 /// A helper's place in the list, to remove it by.
@@ -37,6 +42,8 @@ pub(crate) struct HelperId(u64);
 /// See the module docs. `W` is how a helper is woken.
 pub(crate) struct Helpers<W> {
     list: Mutex<List<W>>,
+    /// Helpers listed: lets a push skip the lock when there are none.
+    count: AtomicUsize,
 }
 
 struct List<W> {
@@ -51,6 +58,7 @@ impl<W> Helpers<W> {
                 next_id: 0,
                 helpers: Vec::new(),
             }),
+            count: AtomicUsize::new(0),
         }
     }
 
@@ -63,10 +71,19 @@ impl<W> Helpers<W> {
     /// Adds a helper woken by `waker`. The caller looks for work after this
     /// returns, and before every sleep.
     pub(crate) fn add(&self, waker: W) -> HelperId {
-        let mut list = self.list();
-        let id = HelperId(list.next_id);
-        list.next_id += 1;
-        list.helpers.push((id, waker));
+        let id = {
+            let mut list = self.list();
+            let id = HelperId(list.next_id);
+            list.next_id += 1;
+            list.helpers.push((id, waker));
+            id
+        };
+        // Relaxed: ordered by the fence after it.
+        self.count.fetch_add(1, Ordering::Relaxed);
+        // SeqCst: pairs with the pusher's fence before `wake_all` (module
+        // docs): either the pusher sees this helper, or the caller's look
+        // that follows sees the push.
+        fence(Ordering::SeqCst);
         id
     }
 
@@ -74,11 +91,19 @@ impl<W> Helpers<W> {
     pub(crate) fn remove(&self, id: HelperId) -> Option<W> {
         let mut list = self.list();
         let at = list.helpers.iter().position(|(each, _)| *each == id)?;
+        // Relaxed: a helper that has stopped looking needs no wake-up, so
+        // a pusher that still counts it only takes the lock for nothing.
+        self.count.fetch_sub(1, Ordering::Relaxed);
         Some(list.helpers.swap_remove(at).1)
     }
 
-    /// Wakes every helper with `wake`; called after queuing work.
+    /// Wakes every helper with `wake`. The caller queued work and then
+    /// issued a SeqCst fence (module docs).
     pub(crate) fn wake_all(&self, wake: impl Fn(&W)) {
+        // Relaxed: ordered by the caller's fence (module docs).
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         for (_, waker) in &self.list().helpers {
             wake(waker);
         }
@@ -92,7 +117,8 @@ mod loom_models {
     use crate::sync::park::Parker;
 
     /// A helper: adds itself, then takes one task from `queue`, sleeping
-    /// on its parker between looks.
+    /// on its parker between looks. A pusher queues a task, fences (as the
+    /// pool's `notify` does) and wakes the helpers.
     fn helper(helpers: &Helpers<Arc<Parker>>, parker: &Arc<Parker>, queue: &Mutex<usize>) {
         let id = helpers.add(parker.clone());
         loop {
@@ -120,6 +146,7 @@ mod loom_models {
                 thread::spawn(move || helper(&helpers, &Arc::new(Parker::new()), &queue))
             };
             *queue.lock().unwrap() += 1;
+            fence(Ordering::SeqCst);
             helpers.wake_all(|parker| parker.unpark());
             h.join().unwrap();
             assert_eq!(*queue.lock().unwrap(), 0);
@@ -144,6 +171,7 @@ mod loom_models {
                 let (helpers, queue) = (helpers.clone(), queue.clone());
                 move || {
                     *queue.lock().unwrap() += 1;
+                    fence(Ordering::SeqCst);
                     helpers.wake_all(|parker| parker.unpark());
                 }
             };

@@ -16,7 +16,8 @@
 //!   `waking` state, and of Go's and Tokio's `nmspinning`).
 //! * **Idle masks.** A thread about to park sets its bit in the mask of the
 //!   least urgent lane it may run (`idle[lane]`): workers may run everything,
-//!   a thread blocked in `join` only work as urgent as what it waits for.
+//!   a thread blocked in `join` only work as urgent as what it waits for
+//!   (every lane, in a pool without workers).
 //!   `notify(lane)` claims a thread only from the masks whose threads may run
 //!   `lane`, by clearing its bit, so a thread is claimed at most once.
 //! * **No lost wake-up.** A parking thread does `set idle bit; release token;
