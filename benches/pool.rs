@@ -8,13 +8,20 @@
 //! 2. `fanout_tree`: a binary tree of 65,535 tasks, each spawning its two
 //!    children.
 //! 3. `fib`: fib(n) with a fork-join at every call; reported per join.
+//! 4. `background_stream`: 20,000 background tasks of 1 µs each submitted
+//!    from outside and waited for by a countdown, on a pool of two workers
+//!    capped at one background task at a time, so that the other worker is
+//!    turned away and asleep for the whole stream. The peers run the same
+//!    tasks on one thread (the cap). After the run it prints how many times
+//!    the engine's workers woke per 1,000 tasks: the wake-ups a stream at
+//!    the cap costs.
 //!
 //! The global-queue pool has no fib: a blocking join inside a fixed-size pool
 //! that does not help while it waits deadlocks once every thread waits.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use engine_tasks::{Lane, Pool};
-use engine_tasks_benches::{threads, CountDown, GlobalQueueHandle, GlobalQueuePool};
+use engine_tasks_benches::{threads, CountDown, GlobalQueueHandle, GlobalQueuePool, Work};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -320,5 +327,80 @@ fn fib(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spawn_wait, fanout_tree, fib);
+const STREAM_TASKS: usize = 20_000;
+
+fn background_stream(c: &mut Criterion) {
+    let mut group = c.benchmark_group("background_stream");
+    group.throughput(Throughput::Elements(STREAM_TASKS as u64));
+    group.sample_size(20);
+    let work = Work::nanos(1_000);
+
+    let pool = Pool::builder()
+        .threads(2)
+        .background_cap(1)
+        .build()
+        .unwrap();
+    let before = pool.stats();
+    let mut streams = 0u64;
+    group.bench_function("engine-tasks", |b| {
+        b.iter(|| {
+            streams += 1;
+            let done = CountDown::new(STREAM_TASKS);
+            for _ in 0..STREAM_TASKS {
+                let done = done.clone();
+                drop(pool.spawn(Lane::Background, move || {
+                    work.run();
+                    done.done();
+                }));
+            }
+            done.wait();
+        })
+    });
+    let after = pool.stats();
+    let wakes: u64 = after.threads.iter().map(|t| t.unparks).sum::<u64>()
+        - before.threads.iter().map(|t| t.unparks).sum::<u64>();
+    eprintln!(
+        "background_stream: engine-tasks workers woke {:.1} times per 1,000 tasks",
+        wakes as f64 * 1_000.0 / (streams as f64 * STREAM_TASKS as f64)
+    );
+    drop(pool);
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    group.bench_function("rayon", |b| {
+        b.iter(|| {
+            let done = CountDown::new(STREAM_TASKS);
+            for _ in 0..STREAM_TASKS {
+                let done = done.clone();
+                pool.spawn(move || {
+                    work.run();
+                    done.done();
+                });
+            }
+            done.wait();
+        })
+    });
+    drop(pool);
+
+    let pool = GlobalQueuePool::new(1);
+    let handle = pool.handle();
+    group.bench_function("global-queue", |b| {
+        b.iter(|| {
+            let done = CountDown::new(STREAM_TASKS);
+            for _ in 0..STREAM_TASKS {
+                let done = done.clone();
+                handle.spawn(move || {
+                    work.run();
+                    done.done();
+                });
+            }
+            done.wait();
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, spawn_wait, fanout_tree, fib, background_stream);
 criterion_main!(benches);
