@@ -34,6 +34,7 @@
 
 use crate::loom::atomic::{fence, AtomicUsize, Ordering};
 use crate::loom::Mutex;
+use crossbeam_utils::CachePadded;
 
 /// A helper's place in the list, to remove it by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +43,9 @@ pub(crate) struct HelperId(u64);
 /// See the module docs. `W` is how a helper is woken.
 pub(crate) struct Helpers<W> {
     list: Mutex<List<W>>,
-    /// Helpers listed: lets a push skip the lock when there are none.
-    count: AtomicUsize,
+    /// Helpers listed: lets a push skip the lock when there are none. Read
+    /// by every push, so on a line of its own.
+    count: CachePadded<AtomicUsize>,
 }
 
 struct List<W> {
@@ -58,7 +60,7 @@ impl<W> Helpers<W> {
                 next_id: 0,
                 helpers: Vec::new(),
             }),
-            count: AtomicUsize::new(0),
+            count: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
