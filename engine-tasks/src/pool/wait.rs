@@ -175,6 +175,10 @@ impl Local<'_> {
                 self.shared.notify(lane);
             }
         }
+        // The last look may have taken a permit and found no task for it:
+        // that release from the cap owes its look before this thread sleeps
+        // (a wake-up it gives itself only costs a turn of the loop).
+        self.settle_permit_look();
         self.search.end();
         self.slot.counters.begin_park();
         let woken = {
@@ -488,7 +492,7 @@ impl Local<'_> {
         };
         let task = self.rings[lane.index()].pop_newest();
         if task.is_none() && background_permit {
-            self.give_back_permit();
+            self.give_back_unused_permit();
         }
         task.map(|task| Found {
             task,

@@ -289,13 +289,24 @@ impl<'a> Local<'a> {
     /// Gives back a background permit this thread took. A release from the
     /// cap owes a look for background work a thread was turned away from
     /// (permits.rs). The look waits until this thread runs its next task,
-    /// parks, or leaves a wait (`settle_permit_look`), and wakes a thread
+    /// goes to sleep (after its last look, which may itself take a permit
+    /// and give it back), leaves a wait, or leaves the pool
+    /// (`settle_permit_look`), and wakes a thread
     /// only if a permit is free then: a thread that runs background task
     /// after background task at the cap takes the permit back first, and
     /// so wakes no one that would only be turned away again.
     pub(super) fn give_back_permit(&self) {
         if self.shared.release_background(1) == Released::FromCap {
             self.owes_permit_look.set(true);
+        }
+    }
+
+    /// Gives back a permit this thread took but found no task for, and
+    /// makes the look at once if it owes one: the thread is in the middle
+    /// of a search that may end in sleep.
+    pub(super) fn give_back_unused_permit(&self) {
+        if self.shared.release_background(1) == Released::FromCap {
+            self.shared.look_for_background_work();
         }
     }
 
@@ -495,11 +506,13 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
                 self.0.unregister_current_thread();
             }
         }
-        /// Runs while this thread still owns the slot: see
-        /// `Local::hand_queued_to_helpers`.
+        /// Runs while this thread still owns the slot: the look a permit
+        /// given back at the cap may still owe (`Local::give_back_permit`),
+        /// and `Local::hand_queued_to_helpers`.
         struct HandOver<'a, 'b>(&'a Local<'b>);
         impl Drop for HandOver<'_, '_> {
             fn drop(&mut self) {
+                self.0.settle_permit_look();
                 self.0.hand_queued_to_helpers();
             }
         }

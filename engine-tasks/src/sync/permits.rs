@@ -27,11 +27,14 @@
 //! the releaser issues a SeqCst fence and looks for queued background work,
 //! waking a thread if it sees some and a permit is still free. A permit
 //! that is not free again belongs to a participant that will release it
-//! from the cap in turn, and look then. A thread may put the look off
-//! until it runs its next task, parks or leaves a wait
+//! from the cap in turn, and look then. A thread that gives back the
+//! permit of a task it ran may put the look off until it runs its next
+//! task, goes to sleep, leaves a wait or leaves the pool
 //! (`Local::give_back_permit`): a thread that runs background task after
 //! background task at the cap takes its permit back before it looks, and
-//! so wakes no one that would only be turned away again. Every thread issues a SeqCst fence
+//! so wakes no one that would only be turned away again. A permit taken
+//! for a task that was gone by then is given back with the look made at
+//! once. Every thread issues a SeqCst fence
 //! before its last look ahead of parking (idle.rs), which retries the
 //! permit, and every pusher one after its push (`Sleep::notify`). If the
 //! releaser's fence comes first in the SeqCst order, the parking thread's
