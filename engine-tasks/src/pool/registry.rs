@@ -389,23 +389,22 @@ impl Shared {
     /// Gives back `n` permits: one when a background task ends, or those a
     /// waiting thread lends. After [`Released::FromCap`] a thread may have
     /// been turned away from queued background work for want of one and be
-    /// asleep by now: the caller must [`look_for_background_work`] before it
-    /// stops looking for background work itself (permits.rs).
+    /// asleep by now: the caller must [`look_for_background_work`] at once
+    /// (permits.rs).
     ///
     /// [`look_for_background_work`]: Self::look_for_background_work
     pub(crate) fn release_background(&self, n: u32) -> Released {
         self.background.release(n)
     }
 
-    /// Wakes a thread if a permit is free and background work is queued:
-    /// the look owed after a release from the cap (permits.rs says why no
-    /// wake-up is lost).
+    /// Wakes a thread if background work is queued: the look owed after a
+    /// release from the cap (permits.rs says why no wake-up is lost).
     pub(crate) fn look_for_background_work(&self) {
         // SeqCst: pairs with the pusher's fence in `Sleep::notify` and the
         // fence before every thread's last look ahead of parking
         // (`Sleep::prepare_park`); permits.rs.
         fence(Ordering::SeqCst);
-        if self.background.any_free() && self.has_visible_work(Lane::Background) {
+        if self.has_visible_work(Lane::Background) {
             self.notify(Lane::Background);
         }
     }

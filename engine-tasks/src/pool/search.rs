@@ -127,7 +127,7 @@ impl Local<'_> {
                 });
             }
             if background_permit {
-                self.give_back_unused_permit();
+                self.give_back_permit();
             }
         }
         None

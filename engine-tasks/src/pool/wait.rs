@@ -149,8 +149,6 @@ impl Local<'_> {
         stop: &impl Fn() -> bool,
         timeout: Option<Duration>,
     ) -> Parked {
-        // Before this thread sleeps, or may: it stops looking meanwhile.
-        self.settle_permit_look();
         let sleep = &self.shared.sleep;
         let was_searching = self.searching.replace(false);
         sleep.prepare_park(self.index, floor, was_searching);
@@ -175,10 +173,6 @@ impl Local<'_> {
                 self.shared.notify(lane);
             }
         }
-        // The last look may have taken a permit and found no task for it:
-        // that release from the cap owes its look before this thread sleeps
-        // (a wake-up it gives itself only costs a turn of the loop).
-        self.settle_permit_look();
         self.search.end();
         self.slot.counters.begin_park();
         let woken = {
@@ -334,7 +328,6 @@ impl Local<'_> {
         let helping = OnceCell::new();
         let first_look = |floor| {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
-                self.settle_permit_look();
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
@@ -342,7 +335,6 @@ impl Local<'_> {
             if let Some(other) = other.filter(|other| other.needs_helpers()) {
                 // Listed before the look, so a later push wakes this thread.
                 helping.get_or_init(|| Helping::new(other, self.helper_waker()));
-                self.settle_permit_look();
                 if run_one_unowned(other) {
                     return true;
                 }
@@ -413,8 +405,6 @@ impl Local<'_> {
             }
         }
         self.search.end();
-        // Back to code that may never look for background work again.
-        self.settle_permit_look();
         self.take_back_background_permits(lent);
         self.wait_depth.set(self.wait_depth.get() - 1);
         // Back to the code that waited, which may block on anything.
@@ -492,7 +482,7 @@ impl Local<'_> {
         };
         let task = self.rings[lane.index()].pop_newest();
         if task.is_none() && background_permit {
-            self.give_back_unused_permit();
+            self.give_back_permit();
         }
         task.map(|task| Found {
             task,

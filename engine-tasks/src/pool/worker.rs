@@ -59,10 +59,6 @@ pub(crate) struct Local<'a> {
     /// Background permits held for tasks on this thread's stack since its
     /// innermost wait began.
     pub(super) held_permits: Cell<u32>,
-    /// This thread gave back a background permit at the cap and has not
-    /// yet looked for background work that a thread turned away for want
-    /// of it left queued (`settle_permit_look`).
-    owes_permit_look: Cell<bool>,
     /// Waits on this thread's stack (a thread that waits runs other tasks
     /// inside the wait, on top of what it waits in).
     pub(super) wait_depth: Cell<u32>,
@@ -107,7 +103,6 @@ impl<'a> Local<'a> {
             lane: Cell::new(Lane::Normal),
             background_depth: Cell::new(0),
             held_permits: Cell::new(0),
-            owes_permit_look: Cell::new(false),
             wait_depth: Cell::new(0),
             credit: ScopeCredit::new(),
             running_scope: Cell::new(0),
@@ -286,33 +281,12 @@ impl<'a> Local<'a> {
         }
     }
 
-    /// Gives back a background permit this thread took. A release from the
-    /// cap owes a look for background work a thread was turned away from
-    /// (permits.rs). The look waits until this thread runs its next task,
-    /// goes to sleep (after its last look, which may itself take a permit
-    /// and give it back), leaves a wait, or leaves the pool
-    /// (`settle_permit_look`), and wakes a thread
-    /// only if a permit is free then: a thread that runs background task
-    /// after background task at the cap takes the permit back first, and
-    /// so wakes no one that would only be turned away again.
+    /// Gives back a background permit this thread took (for a task that
+    /// ended, or one that was gone by the time it looked). A release from
+    /// the cap looks at once for background work that a thread was turned
+    /// away from for want of it (permits.rs).
     pub(super) fn give_back_permit(&self) {
         if self.shared.release_background(1) == Released::FromCap {
-            self.owes_permit_look.set(true);
-        }
-    }
-
-    /// Gives back a permit this thread took but found no task for, and
-    /// makes the look at once if it owes one: the thread is in the middle
-    /// of a search that may end in sleep.
-    pub(super) fn give_back_unused_permit(&self) {
-        if self.shared.release_background(1) == Released::FromCap {
-            self.shared.look_for_background_work();
-        }
-    }
-
-    /// Makes the look a release from the cap owes (`give_back_permit`).
-    pub(super) fn settle_permit_look(&self) {
-        if self.owes_permit_look.replace(false) {
             self.shared.look_for_background_work();
         }
     }
@@ -378,7 +352,6 @@ impl<'a> Local<'a> {
     }
 
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
-        self.settle_permit_look();
         self.search.end();
         let scope = task.scope();
         self.credit.settle_unless(scope);
@@ -506,13 +479,11 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
                 self.0.unregister_current_thread();
             }
         }
-        /// Runs while this thread still owns the slot: the look a permit
-        /// given back at the cap may still owe (`Local::give_back_permit`),
-        /// and `Local::hand_queued_to_helpers`.
+        /// Runs while this thread still owns the slot: see
+        /// `Local::hand_queued_to_helpers`.
         struct HandOver<'a, 'b>(&'a Local<'b>);
         impl Drop for HandOver<'_, '_> {
             fn drop(&mut self) {
-                self.0.settle_permit_look();
                 self.0.hand_queued_to_helpers();
             }
         }
@@ -581,7 +552,6 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
             Idle::Stopped => break,
         }
     });
-    local.settle_permit_look();
     if local.searching.get() {
         shared.sleep.end_search();
     }

@@ -24,19 +24,10 @@
 //! follow a turn-away (a thread is turned away only while `running` is at
 //! the cap, and the first release after that starts there), so
 //! [`Permits::release`] says which it was, and after a [`Released::FromCap`]
-//! the releaser issues a SeqCst fence and looks for queued background work,
-//! waking a thread if it sees some and a permit is still free. A permit
-//! that is not free again belongs to a participant that will release it
-//! from the cap in turn, and look then. A thread that gives back the
-//! permit of a task it ran may put the look off until it runs its next
-//! task, goes to sleep, leaves a wait or leaves the pool
-//! (`Local::give_back_permit`): a thread that runs background task after
-//! background task at the cap takes its permit back before it looks, and
-//! so wakes no one that would only be turned away again. A permit taken
-//! for a task that was gone by then is given back with the look made at
-//! once. Every thread issues a SeqCst fence
-//! before its last look ahead of parking (idle.rs), which retries the
-//! permit, and every pusher one after its push (`Sleep::notify`). If the
+//! the releaser at once issues a SeqCst fence and looks for queued
+//! background work, waking a thread if it sees some. Every thread issues a
+//! SeqCst fence before its last look ahead of parking (idle.rs), which
+//! retries the permit, and every pusher one after its push (`Sleep::notify`). If the
 //! releaser's fence comes first in the SeqCst order, the parking thread's
 //! last look sees the permit free; otherwise the releaser's look sees the
 //! task and the parking thread's idle bit. The loom models below check
@@ -72,12 +63,6 @@ impl Permits {
             running: CachePadded::new(AtomicUsize::new(0)),
             cap,
         }
-    }
-
-    /// Whether fewer than the cap are out (for the look after a release).
-    pub(crate) fn any_free(&self) -> bool {
-        // Relaxed: read after the releaser's SeqCst fence (module docs).
-        self.running.load(Ordering::Relaxed) < self.cap
     }
 
     /// Takes a permit if fewer than the cap are out.
@@ -125,11 +110,12 @@ mod loom_models {
     use crate::loom::{thread, Arc};
     use crate::sync::idle::{Notify, Sleep};
 
-    /// Gives back a permit and, after a release from the cap, looks for
-    /// queued work at once (a lender, `Local::lend_background_permits`).
+    /// Gives back a permit as the pool does (`Local::give_back_permit`,
+    /// `Local::lend_background_permits`): after a release from the cap,
+    /// look for queued work at once.
     fn release(sleep: &Sleep, permits: &Permits, work: &AtomicUsize) {
         if permits.release(1) == Released::FromCap {
-            look(sleep, permits, work);
+            look(sleep, work);
         }
     }
 
@@ -164,13 +150,11 @@ mod loom_models {
         }
     }
 
-    /// The look owed after a release from the cap, made later
-    /// (`Local::settle_permit_look`).
-    fn look(sleep: &Sleep, permits: &Permits, work: &AtomicUsize) {
+    /// The look a release from the cap owes (`Shared::look_for_background_work`).
+    fn look(sleep: &Sleep, work: &AtomicUsize) {
         fence(Ordering::SeqCst);
         // Relaxed: the queue stand-in; the fence orders it.
-        if permits.any_free()
-            && work.load(Ordering::Relaxed) > 0
+        if work.load(Ordering::Relaxed) > 0
             && sleep.notify(Lane::Background, false) == Notify::NeedThread
         {
             sleep.give_up_token();
@@ -207,52 +191,6 @@ mod loom_models {
                 thread::spawn(move || push(&sleep, &work))
             };
             release(&sleep, &permits, &work);
-            pusher.join().unwrap();
-            w.join().unwrap();
-            assert_eq!(work.load(Ordering::Relaxed), 0);
-        });
-    }
-
-    /// The cap is 2 and two holders A and D hold the permits. A gives its
-    /// permit back from the cap and puts the look off; D gives its back
-    /// (below the cap: no look); A takes a permit again if it can (the next
-    /// background task of a thread that runs them back to back), then
-    /// looks, and later gives that permit back (below the cap). A's look
-    /// must wake the turned-away worker although A took a permit again: a
-    /// permit is still free. The worker runs the pushed task in every
-    /// interleaving (without A's look, loom reports a deadlock).
-    #[test]
-    fn a_look_put_off_past_a_permit_taken_again() {
-        let mut builder = loom::model::Builder::new();
-        // Four threads: two preemptions keep the run within CI's budget.
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
-            let sleep = Arc::new(Sleep::new(2));
-            let permits = Arc::new(Permits::new(2));
-            let work = Arc::new(AtomicUsize::new(0));
-            assert!(permits.try_acquire());
-            assert!(permits.try_acquire());
-            let w = {
-                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
-                thread::spawn(move || worker(&sleep, &permits, &work))
-            };
-            let pusher = {
-                let (sleep, work) = (sleep.clone(), work.clone());
-                thread::spawn(move || push(&sleep, &work))
-            };
-            let d = {
-                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
-                thread::spawn(move || release(&sleep, &permits, &work))
-            };
-            let owed = permits.release(1) == Released::FromCap;
-            let again = permits.try_acquire();
-            if owed {
-                look(&sleep, &permits, &work);
-            }
-            if again {
-                release(&sleep, &permits, &work);
-            }
-            d.join().unwrap();
             pusher.join().unwrap();
             w.join().unwrap();
             assert_eq!(work.load(Ordering::Relaxed), 0);
