@@ -170,6 +170,23 @@ mod loom_models {
         }
     }
 
+    /// Starts the worker and a thread that pushes one background task.
+    fn worker_and_pusher(
+        sleep: &Arc<Sleep>,
+        permits: &Arc<Permits>,
+        work: &Arc<AtomicUsize>,
+    ) -> (thread::JoinHandle<()>, thread::JoinHandle<()>) {
+        let w = {
+            let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
+            thread::spawn(move || worker(&sleep, &permits, &work))
+        };
+        let pusher = {
+            let (sleep, work) = (sleep.clone(), work.clone());
+            thread::spawn(move || push(&sleep, &work))
+        };
+        (w, pusher)
+    }
+
     /// The cap is 1 and another participant holds the permit: a task that
     /// runs, or one blocked in a wait that lends it (the same release). A
     /// background task is pushed and the worker, turned away, goes to
@@ -182,14 +199,7 @@ mod loom_models {
             let permits = Arc::new(Permits::new(1));
             let work = Arc::new(AtomicUsize::new(0));
             assert!(permits.try_acquire());
-            let w = {
-                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
-                thread::spawn(move || worker(&sleep, &permits, &work))
-            };
-            let pusher = {
-                let (sleep, work) = (sleep.clone(), work.clone());
-                thread::spawn(move || push(&sleep, &work))
-            };
+            let (w, pusher) = worker_and_pusher(&sleep, &permits, &work);
             release(&sleep, &permits, &work);
             pusher.join().unwrap();
             w.join().unwrap();
@@ -212,14 +222,7 @@ mod loom_models {
             let work = Arc::new(AtomicUsize::new(0));
             assert!(permits.try_acquire());
             assert!(permits.try_acquire());
-            let w = {
-                let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
-                thread::spawn(move || worker(&sleep, &permits, &work))
-            };
-            let pusher = {
-                let (sleep, work) = (sleep.clone(), work.clone());
-                thread::spawn(move || push(&sleep, &work))
-            };
+            let (w, pusher) = worker_and_pusher(&sleep, &permits, &work);
             let second = {
                 let (sleep, permits, work) = (sleep.clone(), permits.clone(), work.clone());
                 thread::spawn(move || release(&sleep, &permits, &work))
