@@ -593,8 +593,8 @@ fn a_failed_build_leaves_the_graph_and_its_names_as_they_were() {
     assert_eq!(log.take(), ["draw", "overlay"]);
 }
 
-/// A build of the same shape as the graph's last (same names, orderings,
-/// sets and condition owners) swaps in the new closures and conditions and
+/// A build that repeats the builder's last (same names, orderings, sets
+/// and condition owners) swaps in the new closures and conditions and
 /// turns every toggle back on, exactly as a build of another shape does.
 #[test]
 fn a_build_of_the_same_shape_runs_the_new_closures() {

@@ -8,7 +8,7 @@ use super::access::{Access, AccessId, AccessMode, Resources};
 use super::compile::{self, Compiled, Scratch};
 use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
-use super::shape::Options;
+use super::shape::{BuildId, Inputs, Options, Replay};
 use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
 use std::any::{type_name, TypeId};
@@ -63,14 +63,14 @@ pub(super) struct NodeSpec<C: ?Sized> {
 /// Collects nodes and sets for a [`TaskGraph`]; see [`TaskGraph::builder`].
 pub struct TaskGraphBuilder<C: ?Sized> {
     pub(super) nodes: Vec<NodeSpec<C>>,
-    /// Each node's name (beside `nodes`, so that the compiler borrows them
-    /// as a slice).
-    pub(super) names: Vec<Name>,
     pub(super) sets: Vec<Name>,
-    pub(super) orders: Vec<(Owner, Name, Relation)>,
-    pub(super) memberships: Vec<(Owner, Name)>,
-    pub(super) conditions: Vec<(Owner, Condition<C>)>,
-    pub(super) accesses: Vec<(Owner, Access)>,
+    /// The run conditions, in order (their owners are in `inputs`).
+    pub(super) conditions: Vec<Condition<C>>,
+    /// The names, orderings, memberships, accesses and condition owners,
+    /// once they stopped repeating the last build (`shape.rs`).
+    pub(super) inputs: Inputs,
+    /// The last build, and how far this fill repeats it.
+    replay: Replay,
     /// How a frame finds its [`Resources`], once a resource access was
     /// declared.
     pub(super) resources_of: Option<fn(&C) -> &Resources>,
@@ -81,26 +81,23 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     pub(super) ambiguities: Ambiguities,
     /// The compiler's buffers, kept for the next build.
     pub(super) scratch: Scratch,
-    /// The owner of each condition, for the compiler.
-    owners: Vec<Owner>,
     /// What the last build compiled (given to the graph it builds, which
     /// gives back its old one for the next build).
     pub(super) compiled: Compiled,
-    /// The memory of bodies and conditions of graphs this builder replaced
-    /// (`recycle.rs`), for the closures of the next.
+    /// The memory of bodies and of conditions of graphs this builder
+    /// replaced (`recycle.rs`), for the closures of the next.
     pub(super) memory: BoxMemory,
+    pub(super) condition_memory: BoxMemory,
 }
 
 impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
     fn default() -> Self {
         TaskGraphBuilder {
             nodes: Vec::new(),
-            names: Vec::new(),
             sets: Vec::new(),
-            orders: Vec::new(),
-            memberships: Vec::new(),
             conditions: Vec::new(),
-            accesses: Vec::new(),
+            inputs: Inputs::default(),
+            replay: Replay::default(),
             resources_of: None,
             order: ReadyOrder::default(),
             timed: true,
@@ -108,9 +105,9 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             plan_frames: true,
             ambiguities: Ambiguities::default(),
             scratch: Scratch::default(),
-            owners: Vec::new(),
             compiled: Compiled::default(),
             memory: BoxMemory::default(),
+            condition_memory: BoxMemory::default(),
         }
     }
 }
@@ -180,7 +177,7 @@ macro_rules! common_methods {
         /// may be in several sets. Orderings, run conditions and accesses of
         /// the set apply to it.
         pub fn in_set(self, set: impl Into<Name>) -> Self {
-            self.builder.memberships.push((self.owner, set.into()));
+            self.builder.membership(self.owner, set.into());
             self
         }
 
@@ -197,8 +194,7 @@ macro_rules! common_methods {
         where
             F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,
         {
-            let condition = self.builder.memory.boxed(condition);
-            self.builder.conditions.push((self.owner, condition));
+            self.builder.condition(self.owner, condition);
             self
         }
 
@@ -283,14 +279,33 @@ impl<C: ?Sized> TaskGraphBuilder<C> {
         }
     }
 
+    #[inline]
     fn order<I, S>(&mut self, owner: Owner, names: I, relation: Relation)
     where
         I: IntoIterator<Item = S>,
         S: Into<Name>,
     {
+        let nodes = self.nodes.len();
         for name in names {
-            self.orders.push((owner, name.into(), relation));
+            let item = (owner, name.into(), relation);
+            self.replay.order(&mut self.inputs, nodes, item);
         }
+    }
+
+    fn membership(&mut self, owner: Owner, set: Name) {
+        let nodes = self.nodes.len();
+        self.replay
+            .membership(&mut self.inputs, nodes, (owner, set));
+    }
+
+    fn condition<F>(&mut self, owner: Owner, condition: F)
+    where
+        F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,
+    {
+        let nodes = self.nodes.len();
+        self.replay.condition(&mut self.inputs, nodes, owner);
+        let condition: Condition<C> = self.condition_memory.boxed(condition);
+        self.conditions.push(condition);
     }
 
     fn access(
@@ -301,15 +316,14 @@ impl<C: ?Sized> TaskGraphBuilder<C> {
         name: &'static str,
         type_id: Option<TypeId>,
     ) {
-        self.accesses.push((
-            owner,
-            Access {
-                id,
-                mode,
-                name,
-                type_id,
-            },
-        ));
+        let access = Access {
+            id,
+            mode,
+            name,
+            type_id,
+        };
+        let nodes = self.nodes.len();
+        self.replay.access(&mut self.inputs, nodes, (owner, access));
     }
 }
 
@@ -351,11 +365,12 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// }
     /// assert_eq!(*log.lock().unwrap(), [1, 2, 3]);
     /// ```
+    #[inline]
     pub fn node<F>(&mut self, name: impl Into<Name>, lane: Lane, body: F) -> NodeBuilder<'_, C>
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        let body = self.memory.boxed(body);
+        let body: Body<C> = self.memory.boxed(body);
         self.push(name.into(), lane, false, body)
     }
 
@@ -386,7 +401,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        let body = self.memory.boxed(body);
+        let body: Body<C> = self.memory.boxed(body);
         self.push(name.into(), Lane::FrameCritical, true, body)
     }
 
@@ -499,9 +514,12 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         self
     }
 
+    #[inline]
     fn push(&mut self, name: Name, lane: Lane, pinned: bool, body: Body<C>) -> NodeBuilder<'_, C> {
-        let owner = Owner::Node(self.nodes.len() as u32);
-        self.names.push(name);
+        let index = self.nodes.len();
+        let owner = Owner::Node(index as u32);
+        self.replay
+            .node(&mut self.inputs, index, name, lane, pinned);
         self.nodes.push(NodeSpec { lane, pinned, body });
         NodeBuilder {
             builder: self,
@@ -576,33 +594,36 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// shape, and compiled with [`build_into`](Self::build_into), allocates
     /// nothing.
     pub fn clear(&mut self) {
-        self.names.clear();
         self.sets.clear();
-        self.orders.clear();
-        self.memberships.clear();
-        self.accesses.clear();
         for node in self.nodes.drain(..) {
             self.memory.keep(node.body);
         }
-        for (_, condition) in self.conditions.drain(..) {
-            self.memory.keep(condition);
+        for condition in self.conditions.drain(..) {
+            self.condition_memory.keep(condition);
         }
+        self.replay.restart(&mut self.inputs);
     }
 
     /// Validates and compiles into `self.compiled` (the nodes stay here).
-    fn compile(&mut self) -> Result<(), GraphError> {
-        self.owners.clear();
-        self.owners.extend(self.conditions.iter().map(|(o, _)| *o));
+    /// On success, the inputs are kept as the last build (`shape.rs`),
+    /// whose id is returned for the graph built from them.
+    fn compile(&mut self) -> Result<BuildId, GraphError> {
+        self.replay.complete(&mut self.inputs, self.nodes.len());
+        let inputs = &self.inputs;
         let input = compile::Input {
-            nodes: &self.names,
+            nodes: &inputs.names,
             sets: &self.sets,
-            orders: &self.orders,
-            memberships: &self.memberships,
-            accesses: &self.accesses,
-            condition_owners: &self.owners,
+            orders: &inputs.orders,
+            memberships: &inputs.memberships,
+            accesses: &inputs.accesses,
+            condition_owners: &inputs.condition_owners,
             ambiguities_are_errors: self.ambiguities == Ambiguities::Error,
         };
-        compile::compile(&input, &mut self.compiled, &mut self.scratch)
+        compile::compile(&input, &mut self.compiled, &mut self.scratch)?;
+        let options = self.options();
+        Ok(self
+            .replay
+            .record(&mut self.inputs, &self.nodes, &self.sets, options))
     }
 
     /// Validates the nodes and compiles the graph.
@@ -621,9 +642,9 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// );
     /// ```
     pub fn build(mut self) -> Result<TaskGraph<C>, GraphError> {
-        self.compile()?;
+        let id = self.compile()?;
         Ok(TaskGraph {
-            runtime: Runtime::new(self),
+            runtime: Runtime::new(self, id),
         })
     }
 
@@ -638,6 +659,14 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// keeps its measured time, so critical-path-first ordering and the
     /// decision to share a frame carry over. On an error `graph` is left as
     /// it was, and the builder is emptied all the same.
+    ///
+    /// A build that repeats this builder's last build (the same names,
+    /// lanes, orderings, sets, memberships, conditions' owners, accesses
+    /// and options, given in the same order) into the graph that build went
+    /// into skips the compiler: the new closures are swapped in and the
+    /// graph keeps its compiled form and plans. While the builder is being
+    /// filled, it compares each input with its last build's and stores
+    /// only the closures until one differs.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
@@ -663,17 +692,24 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(passes.load(Ordering::Relaxed), 6);
     /// ```
     pub fn build_into(&mut self, graph: &mut TaskGraph<C>) -> Result<(), GraphError> {
-        // The same shape as the graph's last build: only the closures are
-        // new, and the last build validated the rest (`shape.rs`).
-        if graph.runtime.same_shape(self) {
+        // The same inputs as the last build, which went into this graph:
+        // only the closures are new, and the last build validated the rest
+        // (`shape.rs`).
+        let (nodes, options) = (self.nodes.len(), self.options());
+        let built = graph.runtime.built();
+        if self.replay.repeats(nodes, &self.sets, options, built) {
             graph.runtime.refill(self);
             return Ok(());
         }
-        let result = self.compile();
-        match result {
-            Ok(()) => graph.runtime.rebuild(self),
-            Err(_) => self.clear(),
+        match self.compile() {
+            Ok(id) => {
+                graph.runtime.rebuild(self, id);
+                Ok(())
+            }
+            Err(error) => {
+                self.clear();
+                Err(error)
+            }
         }
-        result
     }
 }

@@ -26,6 +26,9 @@ use std::ptr::{self, NonNull};
 pub(super) struct BoxMemory {
     /// Each layout, with its free blocks; few layouts, so a linear search.
     free: Vec<(Layout, Vec<NonNull<u8>>)>,
+    /// Blocks kept in turn; those before `next` were taken.
+    queue: Vec<(Layout, NonNull<u8>)>,
+    next: usize,
 }
 
 // SAFETY: the blocks hold no values (each was dropped in place before it
@@ -37,29 +40,81 @@ unsafe impl Sync for BoxMemory {}
 
 impl BoxMemory {
     /// `value` in a box, in a kept block of its layout if there is one.
+    #[inline]
     pub(super) fn boxed<T>(&mut self, value: T) -> Box<T> {
         let layout = Layout::new::<T>();
-        let block = self
-            .free
-            .iter_mut()
-            .find(|(l, _)| *l == layout)
-            .and_then(|(_, blocks)| blocks.pop());
+        if layout.size() == 0 {
+            // Allocates nothing.
+            return Box::new(value);
+        }
+        let block = match self.queue.get(self.next) {
+            Some(&(queued, block)) => {
+                self.next += 1;
+                if queued == layout {
+                    Some(block)
+                } else {
+                    self.file(queued, block);
+                    self.take(layout)
+                }
+            }
+            None => self.take(layout),
+        };
         let Some(block) = block else {
             return Box::new(value);
         };
         let at = block.as_ptr().cast::<T>();
         // SAFETY: the block was allocated by the global allocator for a box
         // of a value with `layout`, whose value was dropped (`keep`); it is
-        // no longer on the free list, so this box is its only owner, and a
-        // `Box<T>` may own global-allocator memory of `T`'s layout.
+        // no longer on the free list or in the queue (taken: before
+        // `next`), so this box is its only owner, and a `Box<T>` may own
+        // global-allocator memory of `T`'s layout.
         unsafe {
             at.write(value);
             Box::from_raw(at)
         }
     }
 
+    /// A free block of `layout`, off its free list.
+    fn take(&mut self, layout: Layout) -> Option<NonNull<u8>> {
+        self.free
+            .iter_mut()
+            .find(|(l, _)| *l == layout)
+            .and_then(|(_, blocks)| blocks.pop())
+    }
+
+    /// Puts `block` on the free list of `layout`.
+    fn file(&mut self, layout: Layout, block: NonNull<u8>) {
+        match self.free.iter_mut().find(|(l, _)| *l == layout) {
+            Some((_, blocks)) => blocks.push(block),
+            None => self.free.push((layout, vec![block])),
+        }
+    }
+
     /// Drops the boxed value and keeps its block for [`boxed`](Self::boxed).
     pub(super) fn keep<T: ?Sized>(&mut self, value: Box<T>) {
+        self.keep_as(value, Turn::Any);
+    }
+
+    /// As [`keep`](Self::keep), for the box made after the blocks queued
+    /// since the last [`settle`](Self::settle).
+    #[inline]
+    pub(super) fn keep_in_turn<T: ?Sized>(&mut self, value: Box<T>) {
+        self.keep_as(value, Turn::Queued);
+    }
+
+    /// Files the queued blocks that no box took, and starts a new queue.
+    pub(super) fn settle(&mut self) {
+        let mut queue = std::mem::take(&mut self.queue);
+        for (layout, block) in queue.drain(self.next..) {
+            self.file(layout, block);
+        }
+        queue.clear();
+        self.queue = queue;
+        self.next = 0;
+    }
+
+    #[inline]
+    fn keep_as<T: ?Sized>(&mut self, value: Box<T>, turn: Turn) {
         let layout = Layout::for_value::<T>(&value);
         if layout.size() == 0 {
             return;
@@ -68,19 +123,30 @@ impl BoxMemory {
         // Filed before the value is dropped: if its drop panics, the block
         // is still freed (by `Drop`), not leaked.
         let block = NonNull::new(raw.cast::<u8>()).expect("a box is never null");
-        match self.free.iter_mut().find(|(l, _)| *l == layout) {
-            Some((_, blocks)) => blocks.push(block),
-            None => self.free.push((layout, vec![block])),
+        match turn {
+            Turn::Queued => self.queue.push((layout, block)),
+            Turn::Any => self.file(layout, block),
         }
         // SAFETY: `raw` came from `Box::into_raw`, so it points to a live
         // value that nothing else owns; it is dropped once, here, and its
-        // memory is only reused or freed from the free list from now on.
+        // memory is only reused or freed from the free list or the queue
+        // from now on.
         unsafe { ptr::drop_in_place(raw) };
     }
 }
 
+/// Where [`BoxMemory::keep_as`] keeps a block.
+#[derive(Copy, Clone)]
+enum Turn {
+    /// On its layout's free list.
+    Any,
+    /// At the end of the queue.
+    Queued,
+}
+
 impl Drop for BoxMemory {
     fn drop(&mut self) {
+        self.settle();
         for (layout, blocks) in self.free.drain(..) {
             for block in blocks {
                 // SAFETY: allocated by the global allocator with `layout`

@@ -65,7 +65,7 @@ use super::compile::Compiled;
 use super::context::Resolved;
 use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
-use super::shape::Shape;
+use super::shape::BuildId;
 use super::stats::FrameStats;
 use super::FrameSharing;
 use super::{FrameError, NodePanic, ReadyOrder};
@@ -152,9 +152,9 @@ pub(super) struct Runtime<C: ?Sized> {
     old_labels: Vec<u32>,
     retired_bodies: Vec<Body<C>>,
     retired_conditions: Vec<Condition<C>>,
-    /// What the last build was made from, to tell the next build of the
-    /// same shape (`shape.rs`).
-    shape: Shape,
+    /// The build this graph holds, for a builder to tell that it repeats
+    /// it (`shape.rs`).
+    built: Option<BuildId>,
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -176,9 +176,9 @@ impl<C: ?Sized> Drop for Runtime<C> {
 
 impl<C: ?Sized + Sync> Runtime<C> {
     /// The graph `builder` describes (compiled into `builder.compiled`).
-    pub(super) fn new(mut builder: TaskGraphBuilder<C>) -> Self {
+    pub(super) fn new(mut builder: TaskGraphBuilder<C>, id: BuildId) -> Self {
         let mut runtime = Runtime::empty();
-        runtime.rebuild(&mut builder);
+        runtime.rebuild(&mut builder, id);
         runtime
     }
 
@@ -218,7 +218,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             old_labels: Vec::new(),
             retired_bodies: Vec::new(),
             retired_conditions: Vec::new(),
-            shape: Shape::default(),
+            built: None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! Building a graph into a runtime, in place: a new compiled form
-//! (`rebuild`), or new closures for the same shape (`refill`); and the
+//! (`rebuild`), or new closures for a build that repeats the last
+//! (`refill`); and the
 //! toggles, which change what a frame runs without a build. Nodes keep
 //! their estimates by name across builds.
 
@@ -9,6 +10,7 @@ use super::{Runtime, UNKNOWN};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Target};
 use crate::graph::context::Resolved;
+use crate::graph::shape::BuildId;
 use crate::graph::ReadyOrder;
 use crate::lane::Lane;
 use crate::sync::frame_gate::FrameGate;
@@ -22,8 +24,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// frame count, tick rate and frame-loop timing carry over. Once a graph
     /// of the same shape was built, this allocates nothing: every buffer
     /// keeps its capacity, and the replaced bodies and conditions go to the
-    /// builder's memory (`recycle.rs`) for the next graph's.
-    pub(in crate::graph) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>) {
+    /// builder's memory (`recycle.rs`) for the next graph's. `id` names
+    /// the build, for the builder to tell the next build repeats it
+    /// (`shape.rs`).
+    pub(in crate::graph) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>, id: BuildId) {
         std::mem::swap(&mut self.compiled, &mut builder.compiled);
         let n = builder.nodes.len();
         let specs = &builder.nodes;
@@ -57,7 +61,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // alongside the runtime's other fields, which it does not alias.
         let shared = unsafe { &mut *self.shared.as_ptr() };
         shared.rebuild(
-            builder.nodes.drain(..).zip(builder.names.drain(..)),
+            builder.nodes.drain(..).zip(builder.inputs.names.drain(..)),
             compiled,
             Rebuild {
                 graph,
@@ -92,38 +96,40 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.set_on.clear();
         self.set_on.resize(self.set_names.len(), true);
         self.resources_of = builder.resources_of;
-        self.shape.take_from(builder);
+        self.built = Some(id);
         self.retire_into(builder);
         self.reprioritize();
         self.replan_if_stale();
     }
 
-    /// Whether `builder` describes this graph again, apart from its
-    /// closures (`shape.rs`).
-    pub(in crate::graph) fn same_shape(&self, builder: &TaskGraphBuilder<C>) -> bool {
-        // SAFETY: as in `shared_mut`; only names, lanes and pins are read.
-        let shared = unsafe { self.shared.as_ref() };
-        let nodes = shared.nodes.iter().map(|n| (&n.name, n.lane, n.pinned));
-        self.shape.matches(builder, nodes, &self.set_names)
+    /// The build this graph was last built by (`shape.rs`).
+    pub(in crate::graph) fn built(&self) -> Option<BuildId> {
+        self.built
     }
 
-    /// Rebuilds the graph from a builder of the same shape (`same_shape`):
-    /// the bodies and conditions are swapped in, toggles are turned on and
-    /// panics forgotten, as after any build; the compiled graph, its plans
-    /// and node times stay. Allocates nothing once warm.
+    /// Rebuilds the graph from a builder that repeated the build this graph
+    /// was built by (`built`): the bodies and conditions are swapped in,
+    /// toggles are turned on and panics forgotten, as after any build; the
+    /// compiled graph, its plans and node times stay. Allocates nothing
+    /// once warm.
     pub(in crate::graph) fn refill(&mut self, builder: &mut TaskGraphBuilder<C>) {
         // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
         let shared = unsafe { &mut *self.shared.as_ptr() };
-        // The old closures go straight to the builder's memory: should one's
-        // drop panic, every node still has a body of this shape.
+        // The old closures go straight to the builder's memory, in node
+        // order, for the next fill's closures in the same order: should
+        // one's drop panic, every node still has a body of this shape.
         let (memory, specs) = (&mut builder.memory, &mut builder.nodes);
+        memory.settle();
         for (node, spec) in shared.nodes.iter_mut().zip(specs.drain(..)) {
-            memory.keep(std::mem::replace(node.body.get_mut(), spec.body));
-            *node.panic.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+            memory.keep_in_turn(std::mem::replace(node.body.get_mut(), spec.body));
         }
-        let new = builder.conditions.drain(..).map(|(_, c)| c);
+        // No panic to forget: a frame with a panic takes every payload as
+        // it ends (`Runtime::frame_error`).
+        let memory = &mut builder.condition_memory;
+        memory.settle();
+        let new = builder.conditions.drain(..);
         for (slot, condition) in shared.gates.conditions.iter_mut().zip(new) {
-            memory.keep(std::mem::replace(slot, condition));
+            memory.keep_in_turn(std::mem::replace(slot, condition));
         }
         if self.node_on.contains(&false) || self.set_on.contains(&false) {
             self.node_on.fill(true);
@@ -137,11 +143,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// conditions a build replaced (`recycle.rs`).
     fn retire_into(&mut self, builder: &mut TaskGraphBuilder<C>) {
         builder.clear();
+        builder.memory.settle();
         for body in self.retired_bodies.drain(..) {
-            builder.memory.keep(body);
+            builder.memory.keep_in_turn(body);
         }
+        builder.condition_memory.settle();
         for condition in self.retired_conditions.drain(..) {
-            builder.memory.keep(condition);
+            builder.condition_memory.keep_in_turn(condition);
         }
     }
 
@@ -230,9 +238,7 @@ fn rebuild_gates<C: ?Sized>(
     gates.disabled.clear();
     gates.disabled.resize(n, false);
     retired.append(&mut gates.conditions);
-    gates
-        .conditions
-        .extend(builder.conditions.drain(..).map(|(_, c)| c));
+    gates.conditions.append(&mut builder.conditions);
     gates.node_conditions.copy_from(&compiled.node_conditions);
     let has_conditions = |s: u32| !compiled.set_conditions.row(s as usize).is_empty();
     gates.node_sets.fill_from(n, |i| {
