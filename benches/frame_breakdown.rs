@@ -17,7 +17,9 @@
 //! - `gaps`: per thread, the time between the end of one of its nodes and
 //!   the start of its next (finding, counting down and queueing), in all and
 //!   per gap;
-//! - `tail`: from the last node's end to the frame's return.
+//! - `tail`: from the last node's end to the frame's return;
+//! - `node body`: the mean time of a node on each thread, beside the same
+//!   work's time per node in the plain loop.
 //!
 //! Last, it prints how many node times a greedy two-thread schedule of the
 //! DAG takes with no scheduling cost, to show whether the DAG's shape alone
@@ -51,6 +53,8 @@ struct Breakdown {
     late_start: f64,
     gaps: [f64; 2],
     gap_count: [f64; 2],
+    /// Mean time of a node body on each thread, in nanoseconds.
+    node: [f64; 2],
     tail: f64,
 }
 
@@ -81,6 +85,10 @@ fn breakdown(stats: &FrameStats) -> Breakdown {
             result.gaps[side] += pair[1].0 - pair[0].1;
         }
         result.gap_count[side] = spans.len().saturating_sub(1) as f64;
+        if !spans.is_empty() {
+            let busy: f64 = spans.iter().map(|(start, end)| end - start).sum();
+            result.node[side] = busy * 1e3 / spans.len() as f64;
+        }
         if let Some(&(_, end)) = spans.last() {
             last_end = last_end.max(end);
         }
@@ -160,6 +168,12 @@ fn run(nanos: u64, pacing: Pacing) {
         );
     }
     println!("tail        {:8.1}", of(|b| b.tail));
+    println!(
+        "node body, ns: frame thread {:.0}, worker {:.0}, plain loop {:.0}",
+        of(|b| b.node[0]),
+        of(|b| b.node[1]),
+        sequential * 1e3 / deps.len() as f64
+    );
     println!(
         "a greedy two-thread schedule with no cost takes {} node times for {} nodes",
         greedy_two_thread_schedule(&deps)[0].len(),

@@ -16,7 +16,8 @@
 //! 2. `dag256-paced/<work>/<rate>`: the same DAG paced as a game loop runs
 //!    it, at 30, 60 and 240 Hz: each frame is timed alone, then the runner
 //!    sleeps until the next tick, so every pool's threads park between
-//!    frames. Peers: bevy_ecs's multi-threaded executor, the rayon scope,
+//!    frames. Peers: bevy_ecs's multi-threaded and single-threaded
+//!    executors, the rayon scope,
 //!    the same runner on a global-queue pool (`global-queue`), and the
 //!    sequential loop. `paced_frames` prints the same cases as ratios to
 //!    the bound.
@@ -164,6 +165,8 @@ fn dag256_paced(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); n];
         let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
         let (mut world, mut schedule) = bevy_schedule(&deps, &work, MultiThreadedExecutor::new());
+        let (mut single_world, mut single) =
+            bevy_schedule(&deps, &work, SingleThreadedExecutor::new());
         let rayon_dag = RayonDag::new(&deps, &work);
         let global_dag = GlobalQueueDag::new(&deps, &work);
         // Criterion plans iterations by the time it is told (the frames),
@@ -187,6 +190,9 @@ fn dag256_paced(c: &mut Criterion) {
             });
             group.bench_function("bevy-multi-threaded", |b| {
                 b.iter_custom(|iters| paced_iters(pacing, iters, || schedule.run(&mut world)))
+            });
+            group.bench_function("bevy-single-threaded", |b| {
+                b.iter_custom(|iters| paced_iters(pacing, iters, || single.run(&mut single_world)))
             });
             group.bench_function("rayon-scope", |b| {
                 b.iter_custom(|iters| paced_iters(pacing, iters, || rayon_dag.run(&rayon)))

@@ -12,14 +12,14 @@
 //!
 //! Runners: `sequential` (the work in a plain loop), `engine-tasks` (the
 //! default pool size: one worker fewer than the machine's parallelism, plus
-//! the frame's thread) timed and untimed, bevy_ecs's multi-threaded
-//! executor, a rayon scope with atomic in-degree counters, and the same
+//! the frame's thread) timed and untimed, bevy_ecs's multi-threaded and
+//! single-threaded executors, a rayon scope with atomic in-degree counters, and the same
 //! runner on a global-queue pool (one mutex, one condition variable).
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin paced_frames
 //! -- [nanoseconds of work per node, default: 0 1000 20000]`
 
-use bevy_ecs::schedule::MultiThreadedExecutor;
+use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
@@ -33,11 +33,12 @@ const SECONDS: f64 = 1.5;
 const MIN_FRAMES: usize = 60;
 const WARM_UP: usize = 20;
 
-const RUNNERS: [&str; 6] = [
+const RUNNERS: [&str; 7] = [
     "sequential",
     "engine-tasks",
     "engine-tasks-untimed",
     "bevy-multi-threaded",
+    "bevy-single-threaded",
     "rayon-scope",
     "global-queue",
 ];
@@ -76,6 +77,8 @@ fn main() {
         let mut timed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
         let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, false);
         let (mut world, mut schedule) = bevy_schedule(&deps, &works, MultiThreadedExecutor::new());
+        let (mut single_world, mut single) =
+            bevy_schedule(&deps, &works, SingleThreadedExecutor::new());
         let rayon_dag = RayonDag::new(&deps, &works);
         let global_dag = GlobalQueueDag::new(&deps, &works);
         println!("### {nanos} ns per node\n");
@@ -99,6 +102,7 @@ fn main() {
                         untimed.run(&pool, &()).unwrap();
                     }),
                     "bevy-multi-threaded" => frames(pacing, || schedule.run(&mut world)),
+                    "bevy-single-threaded" => frames(pacing, || single.run(&mut single_world)),
                     "rayon-scope" => frames(pacing, || rayon_dag.run(&rayon)),
                     "global-queue" => frames(pacing, || global_dag.run(&global)),
                     other => unreachable!("{other}"),

@@ -32,7 +32,12 @@
 //! the next tick of 30, 60 or 240 Hz before each frame, 61 frames each), so
 //! that every frame starts with parked threads, against the one-thread
 //! loop paced the same way: a thread woken from a sleep runs slower at
-//! first than one running back to back.
+//! first than one running back to back. Its ceiling is two plain threads
+//! that split the work in halves and are both awake when the frame starts
+//! (the helper wakes on its own timer a little before the tick and spins
+//! until the frame's thread starts the frame): what two
+//! threads of this machine give paced work, with no scheduler and no
+//! wake-up in the frame.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
@@ -94,6 +99,94 @@ fn two_threads(work: Work) -> f64 {
         rounds
             .into_iter()
             .zip(helper_ends)
+            .map(|((start, end), helper_end)| micros(end.max(helper_end) - start))
+            .collect(),
+    )
+}
+
+/// How long before the tick the helper of [`two_threads_paced`] wakes, to
+/// spin until it: more than a timer's usual lateness here (tens of µs).
+const HELPER_LEAD: Duration = Duration::from_micros(300);
+
+/// Two plain threads at `pacing`, each running half the nodes per frame,
+/// both awake when the frame starts: the frame's thread sleeps until the
+/// tick as a game loop does, then starts the frame; the helper sleeps until
+/// [`HELPER_LEAD`] before the tick on its own timer and spins until the
+/// frame starts, so no wake-up is paid in the frame. What two threads of
+/// this machine give paced work with no scheduler and no wake-up latency.
+/// Median microseconds from the frame's start (after the frame's thread
+/// woke, as the other runners are timed) to the later thread's end, over
+/// [`PACED_ROUNDS`] frames after as many of warm-up.
+fn two_threads_paced(work: Work, pacing: Pacing) -> f64 {
+    let Pacing::Hz(hz) = pacing else {
+        return two_threads(work);
+    };
+    let period = Duration::from_secs_f64(1.0 / hz);
+    let base = Instant::now();
+    let rounds = 2 * PACED_ROUNDS as u64;
+    // The next tick, in nanoseconds after `base`, and the helper's end of
+    // each round.
+    let tick = Arc::new(AtomicU64::new(0));
+    // The round that started, and the round whose half the helper ended.
+    let started = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
+    let helper = {
+        let (tick, started, finished) = (tick.clone(), started.clone(), finished.clone());
+        std::thread::spawn(move || {
+            let mut ends = Vec::with_capacity(rounds as usize);
+            for r in 1..=rounds {
+                // Acquire: pairs with the Release store of round r's tick
+                // (published as soon as round r - 1 ended).
+                let at = loop {
+                    let at = tick.load(Ordering::Acquire);
+                    if at >> 32 == r {
+                        break base + Duration::from_nanos(at & u32::MAX as u64);
+                    }
+                    std::hint::spin_loop();
+                };
+                let wake = at.checked_sub(HELPER_LEAD).unwrap_or(at);
+                std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+                // Acquire: pairs with the Release store of the frame's
+                // start.
+                while started.load(Ordering::Acquire) != r {
+                    std::hint::spin_loop();
+                }
+                (0..NODES / 2).for_each(|_| work.run());
+                ends.push(Instant::now());
+                // Release: the round's end, for the frame's thread.
+                finished.store(r, Ordering::Release);
+            }
+            ends
+        })
+    };
+    let mut next = Instant::now();
+    let mut frames = Vec::with_capacity(rounds as usize);
+    for r in 1..=rounds {
+        next = (next + period).max(Instant::now() + HELPER_LEAD);
+        // The tick fits in 32 bits of nanoseconds (4.2 s): the measurement
+        // takes under 2 s at 30 Hz; the round number goes above it.
+        let at = (next - base).as_nanos() as u64;
+        assert!(at < 1 << 32, "the measurement outran its tick encoding");
+        // Release: pairs with the helper's Acquire load.
+        tick.store(r << 32 | at, Ordering::Release);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let start = Instant::now();
+        // Release: pairs with the helper's Acquire load.
+        started.store(r, Ordering::Release);
+        (0..NODES / 2).for_each(|_| work.run());
+        let end = Instant::now();
+        // Acquire: pairs with the helper's Release store.
+        while finished.load(Ordering::Acquire) != r {
+            std::hint::spin_loop();
+        }
+        frames.push((start, end));
+    }
+    let helper_ends = helper.join().unwrap();
+    median(
+        frames
+            .into_iter()
+            .zip(helper_ends)
+            .skip(PACED_ROUNDS)
             .map(|((start, end), helper_end)| micros(end.max(helper_end) - start))
             .collect(),
     )
@@ -262,21 +355,23 @@ fn main() {
         );
     }
     println!(
-        "\npaced: frame / (one thread / 2), the one thread paced alike; \
-         engine-tasks timed / untimed, rayon scope, global queue"
+        "\npaced: frame / (one thread / 2), the one thread paced alike; two plain \
+         threads awake at the frame's start; engine-tasks timed / untimed, rayon scope, global queue"
     );
     for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
         let mut row = format!("{nanos:>5} ns");
         for &pacing in &Pacing::ALL[1..] {
             let one = median_frame_at(pacing, || (0..NODES).for_each(|_| work.run()));
+            let two = two_threads_paced(work, pacing);
             let timed = engine_tasks_dag(&pool, work, true, pacing);
             let untimed = engine_tasks_dag(&pool, work, false, pacing);
             let [rayon, global] = peer_dags(&peers, work, pacing);
             let ratio = |time: f64| time / (one / 2.0);
             row.push_str(&format!(
-                "  {}: one {one:.1} µs, {:.2}x/{:.2}x, {:.2}x, {:.2}x",
+                "  {}: one {one:.1} µs, two {:.2}x, {:.2}x/{:.2}x, {:.2}x, {:.2}x",
                 pacing.label(),
+                ratio(two),
                 ratio(timed),
                 ratio(untimed),
                 ratio(rayon),
