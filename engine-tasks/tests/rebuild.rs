@@ -338,3 +338,55 @@ fn builds_that_repeat_the_last_in_part_run_as_fresh_builds() {
         }
     }
 }
+
+/// Panics when dropped, if armed.
+struct PanicsOnDrop(bool);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if self.0 {
+            panic!("a node's closure panicked as it was dropped");
+        }
+    }
+}
+
+/// A build that repeats the last swaps the closures in and drops the
+/// replaced ones. Should one's drop panic, the panic reaches the caller of
+/// `build_into`, and the builder is left empty: the next fill builds the
+/// graph it describes, nothing of the interrupted fill added to it (its
+/// condition, which fails, would turn `b` off).
+#[test]
+fn a_closure_that_panics_as_it_is_replaced_leaves_the_builder_empty() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    let mut builder = TaskGraph::<Log>::builder();
+    let mut graph = TaskGraph::<Log>::builder().build().unwrap();
+    let fill = |builder: &mut TaskGraphBuilder<Log>, tag: &'static str, armed: bool| {
+        let guard = PanicsOnDrop(armed);
+        builder.node("a", Lane::FrameCritical, move |cx| {
+            let _ = &guard;
+            cx.data().lock().unwrap().push(tag)
+        });
+        builder
+            .node("b", Lane::FrameCritical, move |cx| {
+                cx.data().lock().unwrap().push(tag)
+            })
+            .after(["a"])
+            .run_if(move |_| tag != "second");
+    };
+    let log = Log::default();
+    fill(&mut builder, "first", true);
+    builder.build_into(&mut graph).unwrap();
+    graph.run(&pool, &log).unwrap();
+    // The same shape: the first fill's closure of `a` is dropped, and
+    // panics.
+    fill(&mut builder, "second", false);
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.build_into(&mut graph)
+    }));
+    assert!(built.is_err(), "the drop's panic reaches the caller");
+    fill(&mut builder, "third", false);
+    builder.build_into(&mut graph).unwrap();
+    assert_eq!(graph.len(), 2);
+    graph.run(&pool, &log).unwrap();
+    assert_eq!(*log.lock().unwrap(), ["first", "first", "third", "third"]);
+}

@@ -652,8 +652,9 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// the builder's, and empties the builder (as [`clear`](Self::clear))
     /// for the next one. For graphs built every frame (a render graph
     /// whose passes change): once a graph of the same shape was built, this
-    /// allocates nothing, as long as node names are `&'static str` (an
-    /// owned name is the caller's allocation): the bodies and conditions of
+    /// allocates nothing, as long as node and set names are `&'static str`
+    /// (an owned name is the caller's allocation, and a build that compiles
+    /// keeps a copy of it): the bodies and conditions of
     /// the graph it replaces leave their memory to those of the next graph
     /// of the same closure types. A node whose name was in the last graph
     /// keeps its measured time, so critical-path-first ordering and the
@@ -698,7 +699,10 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         let (nodes, options) = (self.nodes.len(), self.options());
         let built = graph.runtime.built();
         if self.replay.repeats(nodes, &self.sets, options, built) {
-            graph.runtime.refill(self);
+            // Should a replaced closure's drop panic, the builder is left
+            // empty all the same, for the caller's next fill.
+            let builder = ClearOnUnwind(self);
+            graph.runtime.refill(builder.0);
             return Ok(());
         }
         match self.compile() {
@@ -710,6 +714,17 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
                 self.clear();
                 Err(error)
             }
+        }
+    }
+}
+
+/// Empties the builder it holds if dropped while a panic unwinds.
+struct ClearOnUnwind<'b, C: ?Sized + Sync>(&'b mut TaskGraphBuilder<C>);
+
+impl<C: ?Sized + Sync> Drop for ClearOnUnwind<'_, C> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.clear();
         }
     }
 }

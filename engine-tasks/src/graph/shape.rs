@@ -22,8 +22,9 @@
 //!   builder's [`Inputs`], which from then on get every input; the last
 //!   build is forgotten, since its inputs were moved out.
 //!
-//! Every build ends in *repeating*, of the build just made if it compiled,
-//! or of nothing (so *diverged* from the first input) if it failed.
+//! A build that compiled leaves the builder *repeating* it for the next
+//! fill; one that failed leaves no last build, so the next fill is
+//! *diverged* from its first input.
 
 use super::access::Access;
 use super::builder::{Ambiguities, Name, NodeSpec, Owner, Relation};

@@ -108,10 +108,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// Rebuilds the graph from a builder that repeated the build this graph
-    /// was built by (`built`): the bodies and conditions are swapped in,
-    /// toggles are turned on and panics forgotten, as after any build; the
-    /// compiled graph, its plans and node times stay. Allocates nothing
-    /// once warm.
+    /// was built by (`built`): the bodies and conditions are swapped in and
+    /// toggles are turned on, as after any build; the compiled graph, its
+    /// plans and node times stay. Allocates nothing once warm.
     pub(in crate::graph) fn refill(&mut self, builder: &mut TaskGraphBuilder<C>) {
         // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
         let shared = unsafe { &mut *self.shared.as_ptr() };
