@@ -177,7 +177,9 @@ fn dag256_paced(c: &mut Criterion) {
             let mut group = c.benchmark_group(format!("dag256-paced/{nanos}ns/{}", pacing.label()));
             group.throughput(Throughput::Elements(n as u64));
             group.sampling_mode(SamplingMode::Flat);
-            group.sample_size(10);
+            // At least 50 frames: a sample runs at least one. With 10, a
+            // group of light frames timed about ten, and runs disagreed 2x.
+            group.sample_size(50);
             group.warm_up_time(frame_estimate * 20);
             group.measurement_time(frame_estimate * 100);
             let pacing = *pacing;

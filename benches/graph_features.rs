@@ -72,7 +72,9 @@ fn group<'c>(
             // ticks slept between them.
             let frame_estimate = Duration::from_nanos((nanos * 256 / 2).max(5_000));
             group.sampling_mode(SamplingMode::Flat);
-            group.sample_size(10);
+            // At least 50 frames: a sample runs at least one. With 10, a
+            // group of light frames timed about ten, and runs disagreed 2x.
+            group.sample_size(50);
             group.warm_up_time(frame_estimate * 20);
             group.measurement_time(frame_estimate * 100);
         }

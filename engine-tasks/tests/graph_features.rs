@@ -830,3 +830,53 @@ fn random_graphs_with_sets_conditions_and_accesses() {
         assert_eq!(state.violations.load(Ordering::Relaxed), 0);
     }
 }
+
+/// Frames that follow an idle gap of the pool (a paced loop's sleep) run
+/// alone with what their next nodes read prefetched: every node still runs
+/// once per frame after its dependencies, whether the frame stays alone or
+/// hands the rest over once a node turns heavy.
+#[test]
+fn light_frames_after_a_sleep_run_every_node_once_in_order() {
+    const CHAINS: usize = 5;
+    const LINKS: usize = 8;
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (0..CHAINS * LINKS)
+            .map(|i| &*Box::leak(format!("c{}_{}", i / LINKS, i % LINKS).into_boxed_str()))
+            .collect()
+    });
+    let heavy = AtomicUsize::new(usize::MAX);
+    let mut b = TaskGraph::<(Log, &AtomicUsize)>::builder();
+    for (i, &name) in names.iter().enumerate() {
+        let node = b.node(name, Lane::FrameCritical, move |cx| {
+            let (log, heavy) = cx.data();
+            if heavy.load(Ordering::Relaxed) == i {
+                spin_for(std::time::Duration::from_micros(300));
+            }
+            log.0.lock().unwrap().push(name);
+        });
+        if i % LINKS != 0 {
+            node.after([names[i - 1]]);
+        }
+    }
+    let mut graph = b.build().unwrap();
+    let pool = Pool::builder().threads(1).build().unwrap();
+    for frame in 0..30 {
+        // Past the pool's idle gap: this frame's caches count as cold.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        heavy.store(
+            if frame % 10 == 9 { 3 } else { usize::MAX },
+            Ordering::Relaxed,
+        );
+        let data = (Log::default(), &heavy);
+        graph.run(&pool, &data).unwrap();
+        let log = data.0.take();
+        assert_eq!(log.len(), names.len(), "frame {frame}: {log:?}");
+        for (i, &name) in names.iter().enumerate() {
+            assert_eq!(log.iter().filter(|&&n| n == name).count(), 1, "{name}");
+            if i % LINKS != 0 {
+                assert!(position(&log, names[i - 1]) < position(&log, name));
+            }
+        }
+    }
+}

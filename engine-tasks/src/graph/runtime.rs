@@ -77,7 +77,7 @@ use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
 use crate::trace::instrument;
-use alone::{AlonePlan, HandOverRule};
+use alone::{AlonePlan, Caches, HandOverRule};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -422,7 +422,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 }
                 (_, _, Some(plan)) => {
                     let rule = hand_over(local, shared.timed);
-                    let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
+                    let caches = if start.after_idle_gap {
+                        Caches::Cold
+                    } else {
+                        Caches::Warm
+                    };
+                    let (sharing, ran_alone) = shared.run_alone(plan, local, rule, caches);
                     if sharing == FrameSharing::Alone {
                         return (sharing, ran_alone);
                     }
