@@ -52,7 +52,7 @@ mod policy;
 mod rebuild;
 
 pub(super) use frame::{BorrowLine, BORROWS_PER_LINE};
-use frame::{FrameView, Shared, NONE};
+use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
     IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY, REPRIORITIZE_EVERY,
@@ -77,7 +77,7 @@ use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
 use crate::trace::instrument;
-use alone::{AlonePlan, Caches, HandOverRule};
+use alone::{AlonePlan, HandOverRule};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -350,6 +350,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // skip this, and the helper count after the frame.
         let idle_gap = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
         let after_idle_gap = pool_shared.idle_before(start_tick, idle_gap);
+        self.shared_mut().inputs.caches = if after_idle_gap {
+            Caches::Cold
+        } else {
+            Caches::Warm
+        };
         if after_idle_gap {
             pool_shared
                 .next_frame
@@ -422,12 +427,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 }
                 (_, _, Some(plan)) => {
                     let rule = hand_over(local, shared.timed);
-                    let caches = if start.after_idle_gap {
-                        Caches::Cold
-                    } else {
-                        Caches::Warm
-                    };
-                    let (sharing, ran_alone) = shared.run_alone(plan, local, rule, caches);
+                    let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
                     if sharing == FrameSharing::Alone {
                         return (sharing, ran_alone);
                     }

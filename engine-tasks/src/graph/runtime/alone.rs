@@ -58,6 +58,7 @@
 //! every node ran) or *handed over* (the ready rest of the plan is
 //! queued).
 
+use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, ShareThreshold, Shared, NONE};
 use crate::clock;
 use crate::graph::run_record::NodeOutcome;
@@ -94,25 +95,6 @@ pub(super) const BATCH_BELOW_NANOS: f64 = 250.0;
 /// that really turns heavy (a millisecond where a microsecond was
 /// expected) passes twice the threshold as easily as once.
 const HAND_OVER_MARGIN: u64 = 2;
-
-/// How many nodes ahead of the one it runs a frame run alone with cold
-/// caches prefetches each node's own lines; their closures are prefetched
-/// half as far ahead, once the node's line (which holds the closure's
-/// address) has had time to arrive. Sixteen: empty nodes after a paced
-/// loop's sleep took about 100 ns each, most of it waiting for memory
-/// (`cold_frame`, `paced_frames`).
-const PREFETCH_AHEAD: usize = 16;
-
-/// Whether a frame's node data is likely in this core's caches.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Caches {
-    /// Frames back to back: the last frame left it there, and prefetching
-    /// would only cost instructions (a fifth of an empty node's time).
-    Warm,
-    /// The frame follows an idle gap of the pool (a paced loop's sleep), in
-    /// which other work may have evicted it: the frame prefetches.
-    Cold,
-}
 
 /// When a frame run alone hands over: once the time since `start_tick`
 /// passes the frame threshold of `share_above`, and
@@ -339,26 +321,14 @@ impl AlonePlan {
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
-    /// Prefetches for the nodes [`PREFETCH_AHEAD`] places after place `at`
-    /// of `order` (their lines) and half as far (their closures).
-    #[inline]
-    fn prefetch_ahead(&self, order: &[u32], at: usize) {
-        if let Some(&ahead) = order.get(at + PREFETCH_AHEAD) {
-            self.prefetch_node(ahead);
-        }
-        if let Some(&ahead) = order.get(at + PREFETCH_AHEAD / 2) {
-            self.prefetch_body(ahead);
-        }
-    }
-
     /// Runs the frame by `plan` on this thread alone (module docs), and
     /// returns how it ended and how many nodes of the plan this thread ran:
     /// all of them, [`FrameSharing::Alone`]; or fewer,
     /// [`FrameSharing::HandedOver`], once the ready rest is queued in the
     /// pool (then wait for the frame's latch). Without a `hand_over` rule
-    /// (no other thread could help) it never hands over. With `caches`
-    /// cold, it prefetches what the nodes ahead of it read
-    /// (`prefetch_ahead`).
+    /// (no other thread could help) it never hands over. With the frame's
+    /// caches cold, it prefetches what the nodes ahead of it read
+    /// (`Shared::prefetch_ahead`).
     ///
     /// Call only from `run_frame`, with a plan that is not stale, before
     /// anything of the frame is queued.
@@ -371,7 +341,6 @@ impl<C: ?Sized + Sync> Shared<C> {
         plan: &mut AlonePlan,
         local: Option<&Local<'_>>,
         hand_over: Option<HandOverRule>,
-        caches: Caches,
     ) -> (FrameSharing, usize) {
         debug_assert!(!plan.is_stale(), "a frame run alone follows a current plan");
         // SAFETY: called by `run_frame` while its frame runs.
@@ -393,7 +362,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         // and that frame checks for a hand-over after every node.
         let batching = timed && frame.number > 0;
         let order = &plan.order;
-        let prefetch = caches == Caches::Cold;
+        let prefetch = self.inputs.caches == Caches::Cold;
         if prefetch {
             for &index in order.iter().take(PREFETCH_AHEAD) {
                 self.prefetch_node(index);

@@ -40,6 +40,26 @@ pub(in crate::graph) type BorrowLine = CachePadded<[AtomicI32; BORROWS_PER_LINE]
 /// "No slot" for thread indices, and "no node" for `released_by`.
 pub(super) const NONE: u32 = u32::MAX;
 
+/// How many nodes ahead of the one it runs a frame run alone with cold
+/// caches prefetches each node's own lines (its node, run record and
+/// poison mark); the closures are prefetched half as far ahead (`alone.rs`).
+/// The plan's order is not the nodes' order in memory, so the hardware
+/// prefetcher cannot guess it. Sixteen: empty nodes after a paced loop's sleep took
+/// about 100 ns each, most of it waiting for memory (`cold_frame`,
+/// `paced_frames`), and sixteen of them cover a miss to memory.
+pub(super) const PREFETCH_AHEAD: usize = 16;
+
+/// Whether a frame's node data is likely in this core's caches.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Caches {
+    /// Frames back to back: the last frame left it there, and prefetching
+    /// would only cost instructions (a fifth of an empty node's time).
+    Warm,
+    /// The frame follows an idle gap of the pool (a paced loop's sleep), in
+    /// which other work may have evicted it: a frame run alone prefetches.
+    Cold,
+}
+
 pub(super) struct Node<C: ?Sized> {
     pub(super) name: Name,
     /// The name as the timeline recorder and the profiler know it.
@@ -115,6 +135,9 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// How long a walker of a planned frame looks for a ready node before
     /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
     pub(super) plan_wait_ticks: u64,
+    /// Whether the frame follows an idle gap of the pool: run alone, it
+    /// then prefetches.
+    pub(super) caches: Caches,
 }
 
 /// What decides, per node and frame, whether its body runs: toggles and run
@@ -164,6 +187,9 @@ pub(super) struct Shared<C: ?Sized> {
     /// Per node, the frame epoch in which a dependency failed. Written only
     /// then, so in the usual frame both cores keep these lines.
     pub(super) poisoned_in: Vec<AtomicU64>,
+    /// Each node's closure's address, for prefetching only (never
+    /// dereferenced); set between frames, with the bodies.
+    pub(super) closures: Vec<usize>,
     pub(super) tasks: Vec<NodeTask<C>>,
     /// One per list of the plan but the frame's own.
     pub(super) helper_tasks: Box<[HelperTask<C>]>,
@@ -430,6 +456,18 @@ impl<C: ?Sized + Sync> Shared<C> {
         self.helpers_pending.load(Ordering::Relaxed) == 0
     }
 
+    /// Prefetches for the nodes [`PREFETCH_AHEAD`] places after place `at`
+    /// of `order` (their own lines) and half as far (their closures).
+    #[inline]
+    pub(super) fn prefetch_ahead(&self, order: &[u32], at: usize) {
+        if let Some(&ahead) = order.get(at + PREFETCH_AHEAD) {
+            self.prefetch_node(ahead);
+        }
+        if let Some(&ahead) = order.get(at + PREFETCH_AHEAD / 2) {
+            self.prefetch_body(ahead);
+        }
+    }
+
     /// Asks the CPU to bring node `index`'s own lines into the cache:
     /// its node, run record and poison mark (see `prefetch`).
     #[inline]
@@ -444,18 +482,11 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
     }
 
-    /// Asks the CPU to bring node `index`'s closure into the cache (after
-    /// `prefetch_node`, so that the node's line is there to read the
-    /// closure's address from). Only in a frame run alone, whose thread
-    /// alone touches the bodies.
+    /// Asks the CPU to bring node `index`'s closure into the cache.
     #[inline]
     pub(super) fn prefetch_body(&self, index: u32) {
-        if let Some(node) = self.nodes.get(index as usize) {
-            // SAFETY: in a frame run alone only this thread touches the
-            // bodies, and between two nodes none is borrowed mutably, so
-            // reading the box's address (not the closure) aliases nothing.
-            let body: &Body<C> = unsafe { &*node.body.get() };
-            prefetch(&**body);
+        if let Some(&address) = self.closures.get(index as usize) {
+            prefetch_address(address);
         }
     }
 
@@ -681,15 +712,28 @@ pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
 /// Asks the CPU to start loading the cache line of `value`: a hint with no
 /// effect on memory.
 #[inline(always)]
-fn prefetch<T: ?Sized>(value: &T) {
+fn prefetch<T>(value: &T) {
+    prefetch_address(value as *const T as usize);
+}
+
+/// Asks the CPU to start loading the cache line at `address`, which may be
+/// any address: a prefetch never faults and reads nothing into the
+/// program, so a stale address costs a wasted load at most.
+#[inline(always)]
+fn prefetch_address(address: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (it
-        // is in the target's baseline); it is a hint that never faults and
-        // reads nothing into the program.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>()) };
+        // is in the target's baseline); it is a hint that never faults,
+        // whatever the address, and reads nothing into the program.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(address as *const i8) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
+}
+
+/// The address of a body's closure, for [`Shared::closures`].
+pub(super) fn closure_address<C: ?Sized>(body: &Body<C>) -> usize {
+    &**body as *const (dyn FnMut(&NodeContext<'_, C>) + Send) as *const u8 as usize
 }

@@ -4,7 +4,8 @@
 //! never changes, and a build of the same size allocates nothing.
 
 use super::frame::{
-    run_helper, run_node, FrameInputs, Gates, HelperTask, Node, NodeState, NodeTask, Shared, NONE,
+    closure_address, run_helper, run_node, Caches, FrameInputs, Gates, HelperTask, Node, NodeState,
+    NodeTask, Shared, NONE,
 };
 use super::planned::{self, Schedule};
 use crate::graph::builder::{Body, Name, NodeSpec};
@@ -34,6 +35,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             states: Vec::new(),
             runs: Vec::new(),
             poisoned_in: Vec::new(),
+            closures: Vec::new(),
             tasks: Vec::new(),
             helper_tasks: Box::new([]),
             helpers_pending: CachePadded::new(AtomicUsize::new(0)),
@@ -60,6 +62,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 waker: None,
                 lane: Lane::FrameCritical,
                 plan_wait_ticks: 0,
+                caches: Caches::Warm,
             },
             gates: Gates {
                 disabled: Vec::new(),
@@ -143,6 +146,12 @@ impl<C: ?Sized + Sync> Shared<C> {
             *poisoned.get_mut() = 0;
         }
         self.poisoned_in.resize_with(n, || AtomicU64::new(0));
+        self.closures.clear();
+        self.closures.extend(
+            self.nodes
+                .iter_mut()
+                .map(|node| closure_address(node.body.get_mut())),
+        );
         // Each node's task points here and holds its index, so those of
         // the nodes kept stay as they are.
         self.tasks.truncate(n);

@@ -4,7 +4,7 @@
 //! toggles, which change what a frame runs without a build. Nodes keep
 //! their estimates by name across builds.
 
-use super::frame::{Gates, BORROWS_PER_LINE};
+use super::frame::{closure_address, Gates, BORROWS_PER_LINE};
 use super::memory::Rebuild;
 use super::{Runtime, UNKNOWN};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
@@ -119,7 +119,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // one's drop panic, every node still has a body of this shape.
         let (memory, specs) = (&mut builder.memory, &mut builder.nodes);
         memory.settle();
-        for (node, spec) in shared.nodes.iter_mut().zip(specs.drain(..)) {
+        let closures = shared.closures.iter_mut();
+        for ((node, spec), closure) in shared.nodes.iter_mut().zip(specs.drain(..)).zip(closures) {
+            *closure = closure_address(&spec.body);
             memory.keep_in_turn(std::mem::replace(node.body.get_mut(), spec.body));
         }
         // No panic to forget: a frame with a panic takes every payload as
