@@ -44,8 +44,7 @@ use crate::sync::gate::Gate;
 use crate::sync::helpers::{HelperId, Helpers};
 use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::sync::lifo::LifoSlot;
-use crate::sync::permits::Permits;
-pub(crate) use crate::sync::permits::Released;
+use crate::sync::permits::{Permits, Released};
 use crate::sync::queue::{TaskList, TaskQueue};
 use crate::sync::ring::Ring;
 use crate::sync::task::TaskRef;
@@ -387,25 +386,19 @@ impl Shared {
     }
 
     /// Gives back `n` permits: one when a background task ends, or those a
-    /// waiting thread lends. After [`Released::FromCap`] a thread may have
+    /// waiting thread lends. After a release from the cap a thread may have
     /// been turned away from queued background work for want of one and be
-    /// asleep by now: the caller must [`look_for_background_work`] at once
-    /// (permits.rs).
-    ///
-    /// [`look_for_background_work`]: Self::look_for_background_work
-    pub(crate) fn release_background(&self, n: u32) -> Released {
-        self.background.release(n)
-    }
-
-    /// Wakes a thread if background work is queued: the look owed after a
-    /// release from the cap (permits.rs says why no wake-up is lost).
-    pub(crate) fn look_for_background_work(&self) {
-        // SeqCst: pairs with the pusher's fence in `Sleep::notify` and the
-        // fence before every thread's last look ahead of parking
-        // (`Sleep::prepare_park`); permits.rs.
-        fence(Ordering::SeqCst);
-        if self.has_visible_work(Lane::Background) {
-            self.notify(Lane::Background);
+    /// asleep by now: look for that work at once, and wake a thread for it
+    /// (permits.rs says why no wake-up is lost).
+    pub(crate) fn release_background(&self, n: u32) {
+        if self.background.release(n) == Released::FromCap {
+            // SeqCst: pairs with the pusher's fence in `Sleep::notify` and
+            // the fence before every thread's last look ahead of parking
+            // (`Sleep::prepare_park`); permits.rs.
+            fence(Ordering::SeqCst);
+            if self.has_visible_work(Lane::Background) {
+                self.notify(Lane::Background);
+            }
         }
     }
 

@@ -127,7 +127,7 @@ impl Local<'_> {
                 });
             }
             if background_permit {
-                self.give_back_permit();
+                self.shared.release_background(1);
             }
         }
         None

@@ -482,7 +482,7 @@ impl Local<'_> {
         };
         let task = self.rings[lane.index()].pop_newest();
         if task.is_none() && background_permit {
-            self.give_back_permit();
+            self.shared.release_background(1);
         }
         task.map(|task| Found {
             task,
@@ -595,8 +595,9 @@ pub(crate) fn waiter_without_slot() -> Waiter {
 /// (none started, or shutting down). It takes from the injector, the LIFO
 /// slots and the join deques (a scope task that a guest queued for a scope
 /// of this thread); a guest leaving such a pool hands the rest of its
-/// queues to the injector (`Local::hand_queued_to_helpers`). Background tasks need no permit here:
-/// the cap keeps workers free for frame work, and there are none to keep;
+/// queues to the injector (`Local::hand_queued_to_helpers`). Background
+/// tasks need no permit here: the cap keeps workers free for frame work,
+/// and there are none to keep;
 /// a permit would also be held while the task blocks, and the thread's own
 /// wait further down might need it (a background task of a pool without
 /// threads that waits on another pool whose task queues a background task

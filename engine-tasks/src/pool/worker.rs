@@ -5,7 +5,7 @@
 
 use super::wait::{run_one_unowned, Idle};
 use crate::lane::Lane;
-use crate::pool::registry::{Released, Shared, Slot, SlotLane};
+use crate::pool::registry::{Shared, Slot, SlotLane};
 use crate::sync::credit::ScopeCredit;
 use crate::sync::deque::DequeOwner;
 use crate::sync::placement::Placement;
@@ -277,17 +277,7 @@ impl<'a> Local<'a> {
         self.run_task(found.task, found.lane);
         self.held_permits.set(self.held_permits.get() - permit);
         if found.background_permit {
-            self.give_back_permit();
-        }
-    }
-
-    /// Gives back a background permit this thread took (for a task that
-    /// ended, or one that was gone by the time it looked). A release from
-    /// the cap looks at once for background work that a thread was turned
-    /// away from for want of it (permits.rs).
-    pub(super) fn give_back_permit(&self) {
-        if self.shared.release_background(1) == Released::FromCap {
-            self.shared.look_for_background_work();
+            self.shared.release_background(1);
         }
     }
 
@@ -300,9 +290,8 @@ impl<'a> Local<'a> {
             permits: self.held_permits.replace(0),
             depth: self.background_depth.replace(0),
         };
-        if lent.permits > 0 && self.shared.release_background(lent.permits) == Released::FromCap {
-            // The wait may run only urgent work: look now.
-            self.shared.look_for_background_work();
+        if lent.permits > 0 {
+            self.shared.release_background(lent.permits);
         }
         lent
     }

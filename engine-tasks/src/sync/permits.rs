@@ -110,9 +110,8 @@ mod loom_models {
     use crate::loom::{thread, Arc};
     use crate::sync::idle::{Notify, Sleep};
 
-    /// Gives back a permit as the pool does (`Local::give_back_permit`,
-    /// `Local::lend_background_permits`): after a release from the cap,
-    /// look for queued work at once.
+    /// Gives back a permit as the pool does (`Shared::release_background`):
+    /// after a release from the cap, look for queued work at once.
     fn release(sleep: &Sleep, permits: &Permits, work: &AtomicUsize) {
         if permits.release(1) == Released::FromCap {
             look(sleep, work);
@@ -150,7 +149,7 @@ mod loom_models {
         }
     }
 
-    /// The look a release from the cap owes (`Shared::look_for_background_work`).
+    /// The look a release from the cap owes (in `Shared::release_background`).
     fn look(sleep: &Sleep, work: &AtomicUsize) {
         fence(Ordering::SeqCst);
         // Relaxed: the queue stand-in; the fence orders it.
