@@ -14,7 +14,7 @@
 //! clock source when it is. On a machine where it is not, node times are
 //! noisy, never unsafe.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Reads the tick counter.
 #[inline(always)]
@@ -35,9 +35,20 @@ pub(crate) fn ticks() -> u64 {
 }
 
 /// Converts ticks to time, from paired (`Instant`, tick) readings.
+///
+/// A frame loop asks before each reading whether it still sharpens the
+/// rate ([`wants_reading`](TickRate::wants_reading)): once the readings span
+/// some history, one comes only each time that history has grown by an
+/// eighth. The rate's error is the readings' jitter over the history, so it
+/// stays within 8/7 of what a reading every frame would give, while an hour
+/// of frames takes a few hundred readings instead of two a frame (each an
+/// `Instant::now` and the arithmetic on it: a tenth of a light frame's
+/// instructions).
 #[derive(Debug)]
 pub(crate) struct TickRate {
     first: Option<(Instant, u64)>,
+    /// The tick of the latest reading.
+    last_tick: u64,
     nanos_per_tick: f64,
 }
 
@@ -45,6 +56,7 @@ impl TickRate {
     pub(crate) fn new() -> Self {
         TickRate {
             first: None,
+            last_tick: 0,
             // Until the first frame ends: a 3 GHz guess.
             nanos_per_tick: if cfg!(target_arch = "x86_64") {
                 1.0 / 3.0
@@ -54,13 +66,24 @@ impl TickRate {
         }
     }
 
+    /// Whether a reading at `tick` would sharpen the rate: the first one,
+    /// and then one once the history has grown by an eighth since the last.
+    pub(crate) fn wants_reading(&self, tick: u64) -> bool {
+        let Some((_, first_tick)) = self.first else {
+            return true;
+        };
+        let history = self.last_tick.wrapping_sub(first_tick);
+        tick.wrapping_sub(self.last_tick) >= history / 8
+    }
+
     /// Adds a reading taken at `now`/`tick`; the rate is the average since
     /// the first reading, so it sharpens as frames go by.
     pub(crate) fn observe(&mut self, now: Instant, tick: u64) {
+        self.last_tick = tick;
         match self.first {
             None => self.first = Some((now, tick)),
             Some((start, start_tick)) => {
-                let nanos = now.duration_since(start).as_nanos() as f64;
+                let nanos = now.duration_since(start).as_secs_f64() * 1e9;
                 let ticks = tick.wrapping_sub(start_tick) as f64;
                 // Under 100 µs of history the ratio is mostly read jitter.
                 if nanos > 100_000.0 && ticks > 0.0 {
@@ -70,7 +93,54 @@ impl TickRate {
         }
     }
 
+    /// `ticks` as time, at the current rate.
+    pub(crate) fn duration(&self, ticks: u64) -> Duration {
+        Duration::from_nanos((ticks as f64 * self.nanos_per_tick) as u64)
+    }
+
     pub(crate) fn nanos_per_tick(&self) -> f64 {
         self.nanos_per_tick
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_thin_out_as_the_history_grows() {
+        let mut rate = TickRate::new();
+        let now = Instant::now();
+        assert!(rate.wants_reading(0), "the first reading is always wanted");
+        rate.observe(now, 0);
+        assert!(rate.wants_reading(1), "with no history, every reading");
+        rate.observe(now, 1_000);
+        // History 1,000 ticks: the next reading after an eighth of it.
+        assert!(!rate.wants_reading(1_124));
+        assert!(rate.wants_reading(1_125));
+        // A frame loop of a million frames 1,000 ticks apart, asking at
+        // each frame's start and end, takes O(log) readings.
+        let mut readings = 0;
+        for tick in (2_000..1_000_000_000u64).step_by(1_000) {
+            if rate.wants_reading(tick) {
+                rate.observe(now, tick);
+                readings += 1;
+            }
+        }
+        assert!((100..200).contains(&readings), "{readings} readings");
+    }
+
+    #[test]
+    fn the_rate_is_the_average_since_the_first_reading() {
+        let mut rate = TickRate::new();
+        let start = Instant::now();
+        rate.observe(start, 1_000);
+        // Under 100 µs of history the guess stands.
+        rate.observe(start + Duration::from_micros(50), 1_100);
+        let guess = rate.nanos_per_tick();
+        rate.observe(start + Duration::from_millis(2), 1_000 + 4_000_000);
+        assert_ne!(rate.nanos_per_tick(), guess);
+        assert!((rate.nanos_per_tick() - 0.5).abs() < 1e-9);
+        assert_eq!(rate.duration(2_000), Duration::from_nanos(1_000));
     }
 }

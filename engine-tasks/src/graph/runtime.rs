@@ -87,7 +87,8 @@ struct FrameStart {
     number: u64,
     /// `Some(lists)` if the frame runs planned (`planned.rs`).
     lists: Option<usize>,
-    started: Instant,
+    /// Read only when the tick rate wants a reading (`TickRate`).
+    started: Option<Instant>,
     start_tick: u64,
     steals_before: u64,
     /// Whether the pool was idle before the frame (`early_wake.rs`).
@@ -342,8 +343,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if self.parked_before.len() != slots {
             self.parked_before.resize(slots, 0);
         }
-        let started = Instant::now();
         let start_tick = clock::ticks();
+        let started = self.rate.wants_reading(start_tick).then(Instant::now);
         self.update_linger(pool_shared, start_tick);
         // The first frame after an idle gap of the pool (the first graph of
         // a game's frame) times the loop (early_wake.rs). Frames back to back
@@ -461,19 +462,23 @@ impl<C: ?Sized + Sync> Runtime<C> {
         sharing: FrameSharing,
     ) -> Result<&FrameStats, FrameError> {
         let end_tick = clock::ticks();
-        let ended = Instant::now();
-        self.rate.observe(start.started, start.start_tick);
-        self.rate.observe(ended, end_tick);
+        let ended = self.rate.wants_reading(end_tick).then(Instant::now);
+        if let Some(started) = start.started {
+            self.rate.observe(started, start.start_tick);
+        }
+        if let Some(ended) = ended {
+            self.rate.observe(ended, end_tick);
+        }
+        // From the clock while the rate is still being learnt (the first
+        // frames), from the ticks after.
+        let wall = match (start.started, ended) {
+            (Some(started), Some(ended)) => ended - started,
+            _ => self.rate.duration(end_tick.wrapping_sub(start.start_tick)),
+        };
         let steals = pool_shared.stolen_tasks_total() - start.steals_before;
         let slots = pool_shared.slots.len();
         self.stats.set_sharing(sharing);
-        self.record(
-            start.number,
-            ended - start.started,
-            start.start_tick,
-            steals,
-            slots,
-        );
+        self.record(start.number, wall, start.start_tick, steals, slots);
         let frame_slot = self.shared_mut().inputs.thread_slot;
         if start.after_idle_gap {
             // The workers that took part wake early for the next frames.
@@ -503,7 +508,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
             active.then(|| parked.saturating_sub(before[slot]))
         });
-        self.learn(start.number, ended - start.started);
+        self.learn(start.number, wall);
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);

@@ -118,7 +118,12 @@ impl HandOverRule {
     ) -> Self {
         // Float to integer casts saturate: `Duration::MAX` stays out of
         // reach.
-        let ticks = |nanos: f64| (nanos / nanos_per_tick).ceil() as u64;
+        // Rounded up by hand: `f64::ceil` is a library call here.
+        let ticks = |nanos: f64| {
+            let exact = nanos / nanos_per_tick;
+            let down = exact as u64;
+            down.saturating_add(u64::from((down as f64) < exact))
+        };
         HandOverRule {
             start_tick,
             frame_ticks: ticks(share_above.frame_nanos),
