@@ -3,7 +3,7 @@
 //! # Per-frame states of a node
 //!
 //! Each finishing dependency counts the node's `pending` countdown once
-//! (`countdown.rs`); the last one owns the node's single [`TaskRef`] for the
+//! (`countdown.rs`); the last one owns the node's single [`TaskRef`](crate::sync::task::TaskRef) for the
 //! frame and either runs it next on its own thread or queues it. So every
 //! node runs once per frame, after all of its dependencies, and its body (an
 //! `FnMut`) is never entered by two threads at once. A frame run alone
@@ -27,7 +27,7 @@
 //! # Lifetime
 //!
 //! Nodes without successors count down the frame's sinks, and the last
-//! sets the frame's [`Latch`], which [`Runtime::run_frame`] waits for.
+//! sets the frame's [`Latch`](crate::sync::latch::Latch), which [`Runtime::run_frame`] waits for.
 //! Every node reaches such a sink, so the latch is set only after every
 //! node has released its successors; and a
 //! node touches the graph only before its last release, or while it holds a

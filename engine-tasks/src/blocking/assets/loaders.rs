@@ -1,6 +1,6 @@
 //! The built-in loaders: raw bytes, the ETA1 container (LZ4), zstd
 //! frames, and PNG images decoded to RGBA8. The three decoders work in
-//! steps of about [`DECODE_STEP`](super::DECODE_STEP) output bytes (PNG: whole rows), so a
+//! steps of about [`super::DECODE_STEP`] output bytes (PNG: whole rows), so a
 //! large file becomes many short background tasks.
 //!
 //! A PNG's dimensions are read from its header and checked against

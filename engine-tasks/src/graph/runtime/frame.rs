@@ -67,7 +67,7 @@ pub(super) struct Node<C: ?Sized> {
     pub(super) lane: Lane,
     pub(super) pinned: bool,
     /// Whether queueing this node wakes a sleeping thread (see
-    /// [`WAKE_WORTH_NANOS`]); set between frames. Per node, so that a
+    /// [`WAKE_WORTH_NANOS`](super::policy::WAKE_WORTH_NANOS)); set between frames. Per node, so that a
     /// finer rule needs no new field.
     pub(super) wakes: bool,
     pub(super) body: UnsafeCell<Body<C>>,
@@ -133,7 +133,7 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// The lane of every node, for planned frames (which need one).
     pub(super) lane: Lane,
     /// How long a walker of a planned frame looks for a ready node before
-    /// it sleeps ([`IN_FRAME_WAIT_NANOS`]).
+    /// it sleeps ([`IN_FRAME_WAIT_NANOS`](super::policy::IN_FRAME_WAIT_NANOS)).
     pub(super) plan_wait_ticks: u64,
     /// Whether the frame follows an idle gap of the pool: run alone, it
     /// then prefetches.
