@@ -548,14 +548,10 @@ impl RayonDag {
     }
 }
 
-/// The same DAG runner on [`GlobalQueuePool`]: atomic in-degree counters,
-/// each ready node queued in the one global queue, the main thread blocked
-/// on a [`CountDown`] of the sinks.
-pub struct GlobalQueueDag {
-    shared: Arc<DagShared>,
-}
-
-struct DagShared {
+/// What the counting DAG runners below share: each node's successors and
+/// in-degree, the counters each frame releases, the work, and the count of
+/// the sinks the frame's caller waits on.
+struct CountedDag {
     successors: Vec<Vec<usize>>,
     in_degree: Vec<usize>,
     pending: Vec<AtomicUsize>,
@@ -564,57 +560,83 @@ struct DagShared {
     done: Mutex<Option<CountDown>>,
 }
 
+impl CountedDag {
+    fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
+        let successors = successors_of(deps);
+        let sinks = successors.iter().filter(|s| s.is_empty()).count();
+        CountedDag {
+            successors,
+            in_degree: deps.iter().map(Vec::len).collect(),
+            pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
+            work: work.to_vec(),
+            sinks,
+            done: Mutex::new(None),
+        }
+    }
+
+    /// Resets the counters for a frame; returns what the caller waits on
+    /// and the roots. Whatever spawns the roots publishes the counters.
+    fn start_frame(&self) -> (CountDown, impl Iterator<Item = usize> + '_) {
+        for (p, &d) in self.pending.iter().zip(&self.in_degree) {
+            // Relaxed: the spawn of the roots publishes it.
+            p.store(d, Ordering::Relaxed);
+        }
+        let done = CountDown::new(self.sinks);
+        *self.done.lock().unwrap() = Some(done.clone());
+        let roots = (0..self.in_degree.len()).filter(|&i| self.in_degree[i] == 0);
+        (done, roots)
+    }
+
+    /// Runs node `i`, then counts down a sink or `spawn`s each successor
+    /// it released.
+    fn node(&self, i: usize, mut spawn: impl FnMut(usize)) {
+        self.work[i].run();
+        if self.successors[i].is_empty() {
+            if let Some(done) = self.done.lock().unwrap().as_ref() {
+                done.done();
+            }
+            return;
+        }
+        for &j in &self.successors[i] {
+            // AcqRel: the last release sees every dependency's effects.
+            if self.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                spawn(j);
+            }
+        }
+    }
+}
+
+/// The same DAG runner on [`GlobalQueuePool`]: atomic in-degree counters,
+/// each ready node queued in the one global queue, the main thread blocked
+/// on a [`CountDown`] of the sinks.
+pub struct GlobalQueueDag {
+    shared: Arc<CountedDag>,
+}
+
 impl GlobalQueueDag {
     /// A runner of `deps` whose node `i` runs `work[i]`.
     pub fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
-        let successors = successors_of(deps);
-        let sinks = successors.iter().filter(|s| s.is_empty()).count();
         GlobalQueueDag {
-            shared: Arc::new(DagShared {
-                successors,
-                in_degree: deps.iter().map(Vec::len).collect(),
-                pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
-                work: work.to_vec(),
-                sinks,
-                done: Mutex::new(None),
-            }),
+            shared: Arc::new(CountedDag::new(deps, work)),
         }
     }
 
     /// Runs one frame on `pool` and waits for it.
     pub fn run(&self, pool: &GlobalQueuePool) {
-        let shared = &self.shared;
-        for (p, &d) in shared.pending.iter().zip(&shared.in_degree) {
-            // Relaxed: the queue's mutex publishes it.
-            p.store(d, Ordering::Relaxed);
-        }
-        let done = CountDown::new(shared.sinks);
-        *shared.done.lock().unwrap() = Some(done.clone());
+        let (done, roots) = self.shared.start_frame();
         let handle = pool.handle();
-        for i in (0..shared.in_degree.len()).filter(|&i| shared.in_degree[i] == 0) {
-            let (shared, h) = (shared.clone(), handle.clone());
-            handle.spawn(move || DagShared::node(&shared, &h, i));
+        for i in roots {
+            let (shared, h) = (self.shared.clone(), handle.clone());
+            handle.spawn(move || Self::node(&shared, &h, i));
         }
         done.wait();
     }
-}
 
-impl DagShared {
-    fn node(shared: &Arc<DagShared>, handle: &GlobalQueueHandle, i: usize) {
-        shared.work[i].run();
-        if shared.successors[i].is_empty() {
-            if let Some(done) = shared.done.lock().unwrap().as_ref() {
-                done.done();
-            }
-            return;
-        }
-        for &j in &shared.successors[i] {
-            // AcqRel: the last release sees every dependency's effects.
-            if shared.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
-                let (s, h) = (shared.clone(), handle.clone());
-                handle.spawn(move || DagShared::node(&s, &h, j));
-            }
-        }
+    fn node(shared: &Arc<CountedDag>, handle: &GlobalQueueHandle, i: usize) {
+        shared.node(i, |j| {
+            let (s, h) = (shared.clone(), handle.clone());
+            handle.spawn(move || Self::node(&s, &h, j));
+        });
     }
 }
 
@@ -622,68 +644,32 @@ impl DagShared {
 /// counters, one `tokio::spawn` per ready node, the calling thread blocked
 /// on a [`CountDown`] of the sinks (it is not one of the runtime's threads).
 pub struct TokioDag {
-    shared: Arc<TokioDagShared>,
-}
-
-struct TokioDagShared {
-    successors: Vec<Vec<usize>>,
-    in_degree: Vec<usize>,
-    pending: Vec<AtomicUsize>,
-    work: Vec<Work>,
-    sinks: usize,
-    done: Mutex<Option<CountDown>>,
+    shared: Arc<CountedDag>,
 }
 
 impl TokioDag {
     /// A runner of `deps` whose node `i` runs `work[i]`.
     pub fn new(deps: &[Vec<usize>], work: &[Work]) -> Self {
-        let successors = successors_of(deps);
-        let sinks = successors.iter().filter(|s| s.is_empty()).count();
         TokioDag {
-            shared: Arc::new(TokioDagShared {
-                successors,
-                in_degree: deps.iter().map(Vec::len).collect(),
-                pending: deps.iter().map(|d| AtomicUsize::new(d.len())).collect(),
-                work: work.to_vec(),
-                sinks,
-                done: Mutex::new(None),
-            }),
+            shared: Arc::new(CountedDag::new(deps, work)),
         }
     }
 
     /// Runs one frame on `runtime` and waits for it.
     pub fn run(&self, runtime: &tokio::runtime::Runtime) {
-        let shared = &self.shared;
-        for (p, &d) in shared.pending.iter().zip(&shared.in_degree) {
-            // Relaxed: the runtime's spawn publishes it.
-            p.store(d, Ordering::Relaxed);
-        }
-        let done = CountDown::new(shared.sinks);
-        *shared.done.lock().unwrap() = Some(done.clone());
-        for i in (0..shared.in_degree.len()).filter(|&i| shared.in_degree[i] == 0) {
-            let shared = shared.clone();
-            runtime.spawn(async move { TokioDagShared::node(shared, i) });
+        let (done, roots) = self.shared.start_frame();
+        for i in roots {
+            let shared = self.shared.clone();
+            runtime.spawn(async move { Self::node(shared, i) });
         }
         done.wait();
     }
-}
 
-impl TokioDagShared {
-    fn node(shared: Arc<TokioDagShared>, i: usize) {
-        shared.work[i].run();
-        if shared.successors[i].is_empty() {
-            if let Some(done) = shared.done.lock().unwrap().as_ref() {
-                done.done();
-            }
-            return;
-        }
-        for &j in &shared.successors[i] {
-            // AcqRel: the last release sees every dependency's effects.
-            if shared.pending[j].fetch_sub(1, Ordering::AcqRel) == 1 {
-                let shared = shared.clone();
-                tokio::spawn(async move { TokioDagShared::node(shared, j) });
-            }
-        }
+    fn node(shared: Arc<CountedDag>, i: usize) {
+        shared.node(i, |j| {
+            let shared = shared.clone();
+            tokio::spawn(async move { Self::node(shared, j) });
+        });
     }
 }
 
