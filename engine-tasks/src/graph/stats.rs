@@ -337,10 +337,13 @@ impl FrameStats {
         }
     }
 
-    /// Node `i`'s run time in ticks, if its body ran and returned (a
-    /// panicked node's time holds the unwinding; a skipped one has none).
-    pub(super) fn ran_ticks(&self, i: usize) -> Option<u64> {
-        let raw = self.runs[i].read();
-        (raw.outcome == NodeOutcome::Ran).then(|| raw.end.saturating_sub(raw.start))
+    /// Each node's run time in ticks, in node order, if its body ran and
+    /// returned (a panicked node's time holds the unwinding; a skipped one
+    /// has none).
+    pub(super) fn ran_ticks(&self) -> impl ExactSizeIterator<Item = Option<u64>> + '_ {
+        self.runs.iter().map(|run| {
+            let raw = run.read();
+            (raw.outcome == NodeOutcome::Ran).then(|| raw.end.saturating_sub(raw.start))
+        })
     }
 }

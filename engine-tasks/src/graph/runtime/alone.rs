@@ -244,10 +244,10 @@ impl AlonePlan {
         }
     }
 
-    /// Marks which nodes are light (module docs), by node index.
-    pub(super) fn mark_light(&mut self, light: impl Iterator<Item = bool>) {
-        self.light.clear();
-        self.light.extend(light);
+    /// Per node, by index: whether it is light (module docs). Sized by
+    /// [`rebuild`](Self::rebuild), one entry per node.
+    pub(super) fn light_mut(&mut self) -> &mut [bool] {
+        &mut self.light
     }
 
     /// An empty plan for nodes of these lanes, in the memory this one

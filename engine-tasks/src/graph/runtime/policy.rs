@@ -157,10 +157,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// A node that panicked or was skipped keeps its estimate. An estimate
     /// of 0 has not been measured yet and takes the first time as it is (a
     /// smoothed one never decays to 0: `e - e / 4` stays above 0).
+    ///
+    /// In the same pass, marks the nodes now light for frames run alone
+    /// ([`alone::BATCH_BELOW_NANOS`]): one walk over the nodes, which every
+    /// frame's end pays for.
     pub(super) fn update_estimates(&mut self) {
+        let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
         let mut total = 0;
-        for (i, estimate) in self.estimate.iter_mut().enumerate() {
-            if let Some(ticks) = self.stats.ran_ticks(i) {
+        debug_assert_eq!(self.plan.light_mut().len(), self.estimate.len());
+        debug_assert_eq!(self.stats.ran_ticks().len(), self.estimate.len());
+        let nodes = self
+            .estimate
+            .iter_mut()
+            .zip(self.plan.light_mut())
+            .zip(self.stats.ran_ticks());
+        for ((estimate, light), ran) in nodes {
+            if let Some(ticks) = ran {
                 *estimate = if *estimate == 0 {
                     ticks
                 } else {
@@ -168,12 +180,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 };
             }
             total += *estimate;
+            *light = *estimate < light_ticks;
         }
         self.estimate_total = total;
-        let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
-        let estimates = &self.estimate;
-        self.plan
-            .mark_light(estimates.iter().map(|&estimate| estimate < light_ticks));
     }
 
     /// Decides whether the next frame is shared (its nodes queued, waking
