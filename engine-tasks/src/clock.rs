@@ -37,18 +37,24 @@ pub(crate) fn ticks() -> u64 {
 /// Converts ticks to time, from paired (`Instant`, tick) readings.
 ///
 /// A frame loop asks before each reading whether it still sharpens the
-/// rate ([`wants_reading`](TickRate::wants_reading)): once the readings span
-/// some history, one comes only each time that history has grown by an
-/// eighth. The rate's error is the readings' jitter over the history, so it
-/// stays within 8/7 of what a reading every frame would give, while an hour
-/// of frames takes a few hundred readings instead of two a frame (each an
-/// `Instant::now` and the arithmetic on it: a tenth of a light frame's
-/// instructions).
+/// rate ([`wants_reading`](TickRate::wants_reading)): every reading until
+/// the rate is measured (100 µs of history), then readings only each time
+/// the history has grown by an eighth (a frame's start and end readings
+/// then come as a pair). The rate's error is the readings' jitter over the
+/// history, so it stays within 8/7 of what a reading every frame would
+/// give, while an hour of frames takes a few hundred readings instead of
+/// two a frame (each an `Instant::now` and the arithmetic on it: a tenth
+/// of a light frame's instructions).
+///
+/// A tick below the last reading's (counters of two cores out of step, a
+/// migrated VM, a resume) starts the history again from that reading.
 #[derive(Debug)]
 pub(crate) struct TickRate {
     first: Option<(Instant, u64)>,
     /// The tick of the latest reading.
     last_tick: u64,
+    /// Whether `nanos_per_tick` was measured, not guessed.
+    measured: bool,
     nanos_per_tick: f64,
 }
 
@@ -57,7 +63,8 @@ impl TickRate {
         TickRate {
             first: None,
             last_tick: 0,
-            // Until the first frame ends: a 3 GHz guess.
+            measured: false,
+            // Until 100 µs of readings: a 3 GHz guess.
             nanos_per_tick: if cfg!(target_arch = "x86_64") {
                 1.0 / 3.0
             } else {
@@ -66,30 +73,45 @@ impl TickRate {
         }
     }
 
-    /// Whether a reading at `tick` would sharpen the rate: the first one,
-    /// and then one once the history has grown by an eighth since the last.
+    /// Whether a reading at `tick` would sharpen the rate: every one until
+    /// the rate is measured, then one once the history has grown by an
+    /// eighth since the last (or the ticks went back).
     pub(crate) fn wants_reading(&self, tick: u64) -> bool {
         let Some((_, first_tick)) = self.first else {
             return true;
         };
-        let history = self.last_tick.wrapping_sub(first_tick);
-        tick.wrapping_sub(self.last_tick) >= history / 8
+        if !self.measured || tick < self.last_tick {
+            return true;
+        }
+        let history = self.last_tick - first_tick;
+        tick - self.last_tick >= history / 8
+    }
+
+    /// Whether the rate was measured: until then it is a guess (and every
+    /// reading is wanted, so a frame's wall time comes from `Instant`s).
+    #[cfg(test)]
+    fn is_measured(&self) -> bool {
+        self.measured
     }
 
     /// Adds a reading taken at `now`/`tick`; the rate is the average since
     /// the first reading, so it sharpens as frames go by.
     pub(crate) fn observe(&mut self, now: Instant, tick: u64) {
+        let went_back = tick < self.last_tick;
         self.last_tick = tick;
         match self.first {
-            None => self.first = Some((now, tick)),
-            Some((start, start_tick)) => {
+            Some((start, start_tick)) if !went_back => {
                 let nanos = now.duration_since(start).as_secs_f64() * 1e9;
-                let ticks = tick.wrapping_sub(start_tick) as f64;
+                let ticks = (tick - start_tick) as f64;
                 // Under 100 µs of history the ratio is mostly read jitter.
                 if nanos > 100_000.0 && ticks > 0.0 {
                     self.nanos_per_tick = nanos / ticks;
+                    self.measured = true;
                 }
             }
+            // The first reading, or the ticks went back: the history starts
+            // here, and the rate measured so far stands meanwhile.
+            _ => self.first = Some((now, tick)),
         }
     }
 
@@ -115,19 +137,41 @@ mod tests {
         rate.observe(now, 0);
         assert!(rate.wants_reading(1), "with no history, every reading");
         rate.observe(now, 1_000);
-        // History 1,000 ticks: the next reading after an eighth of it.
-        assert!(!rate.wants_reading(1_124));
-        assert!(rate.wants_reading(1_125));
-        // A frame loop of a million frames 1,000 ticks apart, asking at
-        // each frame's start and end, takes O(log) readings.
+        assert!(rate.wants_reading(1_001), "until the rate is measured");
+        // 1 ns per tick from here on: measured.
+        rate.observe(now + Duration::from_micros(200), 200_000);
+        assert!(rate.is_measured());
+        // History 200,000 ticks: the next reading after an eighth of it.
+        assert!(!rate.wants_reading(224_999));
+        assert!(rate.wants_reading(225_000));
+        assert!(rate.wants_reading(100), "ticks that went back");
+        // A frame loop of frames 1,000 ticks apart (one reading asked for
+        // each) takes O(log) readings over a million frames.
         let mut readings = 0;
-        for tick in (2_000..1_000_000_000u64).step_by(1_000) {
+        for tick in (201_000..1_000_000_000u64).step_by(1_000) {
             if rate.wants_reading(tick) {
-                rate.observe(now, tick);
+                let at = now + Duration::from_nanos(tick);
+                rate.observe(at, tick);
                 readings += 1;
             }
         }
-        assert!((100..200).contains(&readings), "{readings} readings");
+        assert!((50..150).contains(&readings), "{readings} readings");
+        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ticks_that_go_back_start_the_history_again() {
+        let mut rate = TickRate::new();
+        let start = Instant::now();
+        rate.observe(start, 1_000_000);
+        rate.observe(start + Duration::from_millis(1), 1_000_000 + 2_000_000);
+        assert!(rate.is_measured());
+        let measured = rate.nanos_per_tick();
+        // The counter steps back: the rate stands, and the history restarts.
+        rate.observe(start + Duration::from_millis(2), 10);
+        assert_eq!(rate.nanos_per_tick(), measured);
+        rate.observe(start + Duration::from_millis(3), 10 + 4_000_000);
+        assert!((rate.nanos_per_tick() - 0.25).abs() < 1e-9);
     }
 
     #[test]
@@ -137,6 +181,7 @@ mod tests {
         rate.observe(start, 1_000);
         // Under 100 µs of history the guess stands.
         rate.observe(start + Duration::from_micros(50), 1_100);
+        assert!(!rate.is_measured());
         let guess = rate.nanos_per_tick();
         rate.observe(start + Duration::from_millis(2), 1_000 + 4_000_000);
         assert_ne!(rate.nanos_per_tick(), guess);

@@ -469,11 +469,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if let Some(ended) = ended {
             self.rate.observe(ended, end_tick);
         }
-        // From the clock while the rate is still being learnt (the first
-        // frames), from the ticks after.
+        // From the clock while the rate is a guess (the first frames; then
+        // every reading is taken), and whenever both readings were taken;
+        // from the ticks otherwise (none, if they went back).
         let wall = match (start.started, ended) {
             (Some(started), Some(ended)) => ended - started,
-            _ => self.rate.duration(end_tick.wrapping_sub(start.start_tick)),
+            _ => self
+                .rate
+                .duration(end_tick.saturating_sub(start.start_tick)),
         };
         let steals = pool_shared.stolen_tasks_total() - start.steals_before;
         let slots = pool_shared.slots.len();

@@ -164,8 +164,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
     pub(super) fn update_estimates(&mut self) {
         let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
         let mut total = 0;
-        debug_assert_eq!(self.plan.light_mut().len(), self.estimate.len());
-        debug_assert_eq!(self.stats.ran_ticks().len(), self.estimate.len());
+        // Every rebuild sizes all three to the nodes; a zip would cut a
+        // mismatch short without a word.
+        assert_eq!(self.plan.light_mut().len(), self.estimate.len());
+        assert_eq!(self.stats.ran_ticks().len(), self.estimate.len());
         let nodes = self
             .estimate
             .iter_mut()
