@@ -2,7 +2,7 @@
 //! frame: what each promises, and the errors bad input gets.
 
 use engine_tasks::graph::{AccessId, Ambiguities, NodeOutcome, Resources};
-use engine_tasks::{GraphError, Lane, NodeContext, Pool, TaskGraph};
+use engine_tasks::{FrameSharing, GraphError, Lane, NodeContext, Pool, TaskGraph};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -835,6 +835,53 @@ fn random_graphs_with_sets_conditions_and_accesses() {
 /// alone with what their next nodes read prefetched: every node still runs
 /// once per frame after its dependencies, whether the frame stays alone or
 /// hands the rest over once a node turns heavy.
+/// Planned frames after a sleep prefetch along each walker's list: every
+/// node still runs once per frame, after its dependency, on lists longer
+/// than the prefetch distance.
+#[test]
+fn planned_frames_after_a_sleep_run_every_node_once_in_order() {
+    const CHAINS: usize = 4;
+    const LINKS: usize = 24;
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        (0..CHAINS * LINKS)
+            .map(|i| &*Box::leak(format!("p{}_{}", i / LINKS, i % LINKS).into_boxed_str()))
+            .collect()
+    });
+    let mut b = TaskGraph::<Log>::builder();
+    b.share_above(std::time::Duration::ZERO, std::time::Duration::ZERO)
+        .plan_frames(true);
+    for (i, &name) in names.iter().enumerate() {
+        let node = b.node(name, Lane::FrameCritical, move |cx| {
+            spin_for(std::time::Duration::from_micros(2));
+            cx.data().0.lock().unwrap().push(name);
+        });
+        if i % LINKS != 0 {
+            node.after([names[i - 1]]);
+        }
+    }
+    let mut graph = b.build().unwrap();
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut planned = 0;
+    for frame in 0..30 {
+        // Past the pool's idle gap: this frame's caches count as cold.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let log = Log::default();
+        let stats = graph.run(&pool, &log).unwrap();
+        planned += usize::from(stats.sharing() == FrameSharing::Planned);
+        let log = log.take();
+        assert_eq!(log.len(), names.len(), "frame {frame}: {log:?}");
+        for (i, &name) in names.iter().enumerate() {
+            assert_eq!(log.iter().filter(|&&n| n == name).count(), 1, "{name}");
+            if i % LINKS != 0 {
+                assert!(position(&log, names[i - 1]) < position(&log, name));
+            }
+        }
+    }
+    // The first frame runs alone; every later one is shared and planned.
+    assert_eq!(planned, 29);
+}
+
 #[test]
 fn light_frames_after_a_sleep_run_every_node_once_in_order() {
     const CHAINS: usize = 5;

@@ -43,6 +43,8 @@ pub(super) const NONE: u32 = u32::MAX;
 /// How many nodes ahead of the one it runs a frame run alone with cold
 /// caches prefetches each node's own lines (its node, run record and
 /// poison mark); the closures are prefetched half as far ahead (`alone.rs`).
+/// A walker of a planned frame does the same along its list, with each
+/// node's state line too (`planned.rs`).
 /// The plan's order is not the nodes' order in memory, so the hardware
 /// prefetcher cannot guess it. Not tuned: sixteen (closures at eight) is
 /// what was measured, against no prefetch; eight for the nodes' own lines
@@ -56,7 +58,8 @@ pub(super) enum Caches {
     /// would only cost instructions (a fifth of an empty node's time).
     Warm,
     /// The frame follows an idle gap of the pool (a paced loop's sleep), in
-    /// which other work may have evicted it: a frame run alone prefetches.
+    /// which other work may have evicted it: a frame run alone, and each
+    /// walker of a planned one, prefetches.
     Cold,
 }
 
@@ -479,6 +482,32 @@ impl<C: ?Sized + Sync> Shared<C> {
             prefetch(node);
             prefetch(run);
             prefetch(mark);
+        }
+    }
+
+    /// Prefetches for a walker of a planned frame at place `at` of its
+    /// list: the node [`PREFETCH_AHEAD`] places on ([`prefetch_walked`])
+    /// and the closure half as far.
+    ///
+    /// [`prefetch_walked`]: Self::prefetch_walked
+    #[inline]
+    pub(super) fn prefetch_walk(&self, list: &[u32], at: usize) {
+        if let Some(&ahead) = list.get(at + PREFETCH_AHEAD) {
+            self.prefetch_walked(ahead);
+        }
+        if let Some(&ahead) = list.get(at + PREFETCH_AHEAD / 2) {
+            self.prefetch_body(ahead);
+        }
+    }
+
+    /// What a planned walk reads of node `index` besides its closure: its
+    /// own lines ([`prefetch_node`](Self::prefetch_node)) and its state,
+    /// which the walk claims and marks finished.
+    #[inline]
+    pub(super) fn prefetch_walked(&self, index: u32) {
+        self.prefetch_node(index);
+        if let Some(state) = self.states.get(index as usize) {
+            prefetch(state);
         }
     }
 

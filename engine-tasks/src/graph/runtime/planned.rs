@@ -28,6 +28,12 @@
 //! runs ready nodes and leaves when none is: waiting there could wait for
 //! the very node, or a task it joins, whose wait it runs in.
 //!
+//! A frame that follows an idle gap of the pool (a paced loop's sleep)
+//! finds the nodes' lines cold, in an order (the list's) that is not their
+//! order in memory: each walker then prefetches the lines of the node
+//! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark
+//! and state) and the closure half as far, as a frame run alone does.
+//!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
 //! running pool tasks of the graph's lane meanwhile, the frame's thread
@@ -38,6 +44,7 @@
 //! last sink and by each helper task as its last touch of the graph, as in
 //! any shared frame.
 
+use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
 use crate::clock;
 use crate::pool::worker::Local;
@@ -272,9 +279,26 @@ impl<C: ?Sized + Sync> Shared<C> {
         // The last node's end, while this thread goes straight on to the
         // next node (one clock read per node).
         let mut straight_on: Option<u64> = None;
+        // After an idle gap, the lines of this list's next nodes, which the
+        // hardware prefetcher cannot guess (module docs).
+        let mine = schedule.list(me);
+        let prefetch = self.inputs.caches == Caches::Cold;
+        if prefetch {
+            for &index in mine.iter().take(PREFETCH_AHEAD) {
+                self.prefetch_walked(index);
+            }
+            for &index in mine.iter().take(PREFETCH_AHEAD / 2) {
+                self.prefetch_body(index);
+            }
+        }
         local.as_a_wait(|| loop {
             let index = match self.next_step(schedule, me, &mut heads, frame.epoch) {
-                Step::Run(index) => index,
+                Step::Run(index) => {
+                    if prefetch {
+                        self.prefetch_walk(mine, heads.0[me]);
+                    }
+                    index
+                }
                 Step::Done => break,
                 Step::Blocked if !may_wait => break,
                 Step::Blocked => {
