@@ -835,6 +835,14 @@ fn random_graphs_with_sets_conditions_and_accesses() {
 /// alone with what their next nodes read prefetched: every node still runs
 /// once per frame after its dependencies, whether the frame stays alone or
 /// hands the rest over once a node turns heavy.
+/// Names `{prefix}{chain}_{link}` for `chains` chains of `links` nodes,
+/// chain after chain, leaked for `'static` node names.
+fn chain_names(prefix: &str, chains: usize, links: usize) -> Vec<&'static str> {
+    (0..chains * links)
+        .map(|i| &*Box::leak(format!("{prefix}{}_{}", i / links, i % links).into_boxed_str()))
+        .collect()
+}
+
 /// Planned frames after a sleep prefetch along each walker's list: every
 /// node still runs once per frame, after its dependency, on lists longer
 /// than the prefetch distance.
@@ -843,11 +851,7 @@ fn planned_frames_after_a_sleep_run_every_node_once_in_order() {
     const CHAINS: usize = 4;
     const LINKS: usize = 24;
     static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        (0..CHAINS * LINKS)
-            .map(|i| &*Box::leak(format!("p{}_{}", i / LINKS, i % LINKS).into_boxed_str()))
-            .collect()
-    });
+    let names = NAMES.get_or_init(|| chain_names("p", CHAINS, LINKS));
     let mut b = TaskGraph::<Log>::builder();
     b.share_above(std::time::Duration::ZERO, std::time::Duration::ZERO)
         .plan_frames(true);
@@ -887,11 +891,7 @@ fn light_frames_after_a_sleep_run_every_node_once_in_order() {
     const CHAINS: usize = 5;
     const LINKS: usize = 8;
     static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        (0..CHAINS * LINKS)
-            .map(|i| &*Box::leak(format!("c{}_{}", i / LINKS, i % LINKS).into_boxed_str()))
-            .collect()
-    });
+    let names = NAMES.get_or_init(|| chain_names("c", CHAINS, LINKS));
     let heavy = AtomicUsize::new(usize::MAX);
     let mut b = TaskGraph::<(Log, &AtomicUsize)>::builder();
     for (i, &name) in names.iter().enumerate() {

@@ -486,26 +486,20 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Prefetches for a walker of a planned frame at place `at` of its
-    /// list: the node [`PREFETCH_AHEAD`] places on ([`prefetch_walked`])
-    /// and the closure half as far.
-    ///
-    /// [`prefetch_walked`]: Self::prefetch_walked
+    /// list: as [`prefetch_ahead`](Self::prefetch_ahead), and the state of
+    /// the node [`PREFETCH_AHEAD`] places on.
     #[inline]
     pub(super) fn prefetch_walk(&self, list: &[u32], at: usize) {
+        self.prefetch_ahead(list, at);
         if let Some(&ahead) = list.get(at + PREFETCH_AHEAD) {
-            self.prefetch_walked(ahead);
-        }
-        if let Some(&ahead) = list.get(at + PREFETCH_AHEAD / 2) {
-            self.prefetch_body(ahead);
+            self.prefetch_state(ahead);
         }
     }
 
-    /// What a planned walk reads of node `index` besides its closure: its
-    /// own lines ([`prefetch_node`](Self::prefetch_node)) and its state,
-    /// which the walk claims and marks finished.
+    /// Asks the CPU to bring node `index`'s state into the cache, which a
+    /// planned walk claims and marks finished.
     #[inline]
-    pub(super) fn prefetch_walked(&self, index: u32) {
-        self.prefetch_node(index);
+    pub(super) fn prefetch_state(&self, index: u32) {
         if let Some(state) = self.states.get(index as usize) {
             prefetch(state);
         }

@@ -285,7 +285,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         let prefetch = self.inputs.caches == Caches::Cold;
         if prefetch {
             for &index in mine.iter().take(PREFETCH_AHEAD) {
-                self.prefetch_walked(index);
+                self.prefetch_node(index);
+                self.prefetch_state(index);
             }
             for &index in mine.iter().take(PREFETCH_AHEAD / 2) {
                 self.prefetch_body(index);
