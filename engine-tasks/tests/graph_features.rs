@@ -419,6 +419,91 @@ fn borrows_inside_a_node_never_alias() {
     assert_eq!(resources.get_mut::<Health>().unwrap().0, [96]);
 }
 
+/// A resource type of its own per number.
+struct Numbered<const N: usize>(usize);
+
+/// A node of twenty resource types, more than count their borrows on the
+/// stack: every type reaches its value, and the borrow rule holds for the
+/// types past the inline ones as for the first.
+#[test]
+fn a_node_of_many_resource_types_keeps_each_types_borrows() {
+    macro_rules! all_numbers {
+        ($then:ident) => {
+            $then!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19)
+        };
+    }
+    let mut resources = Resources::new();
+    macro_rules! insert {
+        ($($n:literal)*) => { $(resources.insert(Numbered::<$n>($n));)* };
+    }
+    all_numbers!(insert);
+    let mut b = TaskGraph::<Resources>::builder();
+    let mut node = b.node("many", Lane::Normal, |cx| {
+        macro_rules! bump {
+            ($($n:literal)*) => { $(cx.res_mut::<Numbered<$n>>().0 += 1;)* };
+        }
+        all_numbers!(bump);
+        let first = cx.res::<Numbered<19>>();
+        let second = cx.res::<Numbered<19>>();
+        assert_eq!(first.0, second.0);
+        if cx.frame() % 2 == 1 {
+            let _write = cx.res_mut::<Numbered<18>>();
+            let _read = cx.res::<Numbered<18>>();
+        }
+    });
+    macro_rules! declare {
+        ($($n:literal)*) => { $(node = node.writes::<Numbered<$n>>();)* };
+    }
+    all_numbers!(declare);
+    let mut graph = b.build().unwrap();
+    for frame in 0..4 {
+        let result = graph.run(pool(), &resources);
+        if frame % 2 == 0 {
+            result.unwrap();
+        } else {
+            let error = result.unwrap_err();
+            assert_eq!(
+                error.panicked[0].message,
+                format!(
+                    "node \"many\": {} is already borrowed mutably in this node",
+                    std::any::type_name::<Numbered<18>>()
+                )
+            );
+        }
+    }
+    macro_rules! check {
+        ($($n:literal)*) => { $(assert_eq!(resources.get_mut::<Numbered<$n>>().unwrap().0, $n + 4);)* };
+    }
+    all_numbers!(check);
+}
+
+/// Borrow counts start afresh in each run of a node: a guard leaked with
+/// `mem::forget` holds its type for the rest of that run only.
+#[test]
+fn a_leaked_guard_holds_its_type_for_that_run_only() {
+    let mut resources = Resources::new();
+    resources.insert(Armor(0));
+    let mut b = TaskGraph::<Resources>::builder();
+    b.node("leak", Lane::Normal, |cx| {
+        let mut armor = cx.res_mut::<Armor>();
+        armor.0 += 1;
+        std::mem::forget(armor);
+        if cx.frame() == 2 {
+            let _again = cx.res::<Armor>();
+        }
+    })
+    .writes::<Armor>();
+    let mut graph = b.build().unwrap();
+    graph.run(pool(), &resources).unwrap();
+    graph.run(pool(), &resources).unwrap();
+    let error = graph.run(pool(), &resources).unwrap_err();
+    assert!(error.panicked[0]
+        .message
+        .ends_with("is already borrowed mutably in this node"));
+    graph.run(pool(), &resources).unwrap();
+    assert_eq!(resources.get_mut::<Armor>().unwrap().0, 4);
+}
+
 /// Nodes see the values of the container each frame is given, after every
 /// insert and removal between frames: two containers in turn, a value
 /// replaced, a value removed (the node then fails naming it).

@@ -169,6 +169,8 @@ fn ai_goals(cx: Cx) {
     let target = cx.res::<Input>().0;
     let mut goal = cx.res_mut::<Goals>();
     let goal = &mut goal.0;
+    // Copied out: a node's context stays on the node's thread.
+    let frame = cx.frame();
     cx.pool().parallel_chunks_mut(goal, CHUNK, |k, goals| {
         for (j, g) in goals.iter_mut().enumerate() {
             // A quarter of the flock follows the player, the rest wanders.
@@ -176,7 +178,7 @@ fn ai_goals(cx: Cx) {
             *g = if i % 4 == 0 {
                 target
             } else {
-                let a = (i as f32) * 0.37 + cx.frame() as f32 * 0.002;
+                let a = (i as f32) * 0.37 + frame as f32 * 0.002;
                 [
                     WORLD_SIZE * (0.5 + 0.4 * a.cos()),
                     WORLD_SIZE * (0.5 + 0.4 * a.sin()),

@@ -81,21 +81,6 @@ impl<T: Copy> Rows<T> {
         self.start[0] = 0;
     }
 
-    /// Fills `rows` rows, row `i` from `items(i)`.
-    pub(super) fn fill_from<I: Iterator<Item = T>>(
-        &mut self,
-        rows: usize,
-        items: impl Fn(usize) -> I,
-    ) {
-        self.start.clear();
-        self.items.clear();
-        self.start.push(0);
-        for i in 0..rows {
-            self.items.extend(items(i));
-            self.start.push(self.items.len() as u32);
-        }
-    }
-
     /// Makes these rows a copy of `other`, in the memory these hold.
     pub(super) fn copy_from(&mut self, other: &Rows<T>) {
         self.start.clear();

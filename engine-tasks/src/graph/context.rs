@@ -9,19 +9,72 @@
 //! of its type, a [`Res`] guard excludes `ResMut`s; a borrow that breaks it
 //! panics, naming the node and the type. Each of the node's declared types
 //! has a borrow count (0 free, `n > 0` shared `n` times, -1 borrowed
-//! mutably), kept with the graph and touched only by the thread that runs
-//! the node, so `Relaxed` suffices: the frame's own synchronisation orders
-//! one run of the node before the next, on whatever thread.
+//! mutably) that lives for one run of the node: the first
+//! [`INLINE_BORROWS`] on the stack of the thread that runs it, any more in
+//! lines the graph keeps for the node. A context is not `Sync`, so only
+//! that thread touches them and `Relaxed` suffices; the frame's own
+//! synchronisation orders one run of the node before the next, on whatever
+//! thread. Since the counts start at 0 in every run, a guard leaked with
+//! `mem::forget` cannot fail a later frame.
 
-use super::access::{Access, AccessMode};
-use super::runtime::{BorrowLine, BORROWS_PER_LINE};
+use super::access::AccessMode;
 use crate::pool::PoolHandle;
+use crossbeam_utils::CachePadded;
 use std::any::{type_name, TypeId};
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
 
+/// How many of a node's resource types count their borrows on the stack
+/// of the thread that runs it: more than nodes usually declare, in one
+/// cache line.
+pub(in crate::graph) const INLINE_BORROWS: usize = 16;
+
+/// Borrow counts per cache line, for a node's types past the first
+/// [`INLINE_BORROWS`].
+pub(in crate::graph) const BORROWS_PER_LINE: usize = 16;
+
+/// Borrow counts of one node's types past its first [`INLINE_BORROWS`], or
+/// some of them.
+pub(in crate::graph) type BorrowLine = CachePadded<[AtomicI32; BORROWS_PER_LINE]>;
+
+/// The borrow counts a node's run starts with on its stack.
+pub(in crate::graph) type InlineBorrows = [AtomicI32; INLINE_BORROWS];
+
+/// One resource type a node declared, with the strongest mode it declared
+/// for it (its own declarations and its sets' together), and where the
+/// frame's value of it is.
+#[derive(Copy, Clone)]
+pub(in crate::graph) struct TypedAccess {
+    pub(in crate::graph) type_id: TypeId,
+    pub(in crate::graph) mode: AccessMode,
+    /// The value in the frame's container, looked up between frames;
+    /// `None` if the container lacks it.
+    pub(in crate::graph) value: Option<NonNull<()>>,
+}
+
+// SAFETY: `value` points to a `Send + Sync` value of a `Resources` (values
+// must be both to be stored), and is only dereferenced through
+// `res`/`res_mut`, under the access rules of the module docs.
+unsafe impl Send for TypedAccess {}
+// SAFETY: as above.
+unsafe impl Sync for TypedAccess {}
+
 /// What a node sees while it runs.
+///
+/// It belongs to the thread that runs the node (it is not `Sync`): to use
+/// the frame's number, data or a resource inside work the node splits
+/// across the pool, take them out first, as `hits` below.
+///
+/// ```compile_fail
+/// # use engine_tasks::graph::NodeContext;
+/// fn share<T: Sync>(_: &T) {}
+/// fn node(cx: &NodeContext<'_, ()>) {
+///     share(cx); // does not compile: the context is not `Sync`
+/// }
+/// ```
 ///
 /// ```
 /// use engine_tasks::{Lane, Pool, TaskGraph};
@@ -51,14 +104,14 @@ pub struct NodeContext<'f, C: ?Sized> {
     pub(super) pool: &'f PoolHandle,
     pub(super) frame: u64,
     pub(super) name: &'f str,
-    /// What the node declared it reads and writes (its own and its sets').
-    pub(super) access: &'f [Access],
-    /// A borrow count for each entry of `access` (module docs), by line;
-    /// the first entry of a type counts for the type.
-    pub(super) borrows: &'f [BorrowLine],
-    /// Beside each entry of `access`: its resource's value in the frame's
-    /// container, if it has one (looked up between frames).
-    pub(super) resolved: &'f [Resolved],
+    /// The resource types the node declared (its own and its sets').
+    pub(super) typed: &'f [TypedAccess],
+    /// A borrow count for each entry of `typed` (module docs): the first
+    /// [`INLINE_BORROWS`] here, the rest in `overflow`, by line.
+    pub(super) borrows: &'f [AtomicI32],
+    pub(super) overflow: &'f [BorrowLine],
+    /// Not `Sync`: only the thread that runs the node counts its borrows.
+    pub(super) not_sync: PhantomData<Cell<()>>,
 }
 
 impl<'f, C: ?Sized> NodeContext<'f, C> {
@@ -109,6 +162,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
             // borrows the context, which lives only while the node runs.
             value: unsafe { &*value },
             borrow,
+            on_node_thread: PhantomData,
         }
     }
 
@@ -150,6 +204,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
             // while this one keeps it at -1.
             value: unsafe { &mut *value },
             borrow,
+            on_node_thread: PhantomData,
         }
     }
 
@@ -168,55 +223,75 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// declared `mode` on it.
     fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
         let type_id = TypeId::of::<T>();
-        let mut entries = self
-            .access
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| a.type_id == Some(type_id));
-        let first = entries.clone().next().map(|(i, _)| i);
-        let declared =
-            entries.any(|(_, a)| mode == AccessMode::Read || a.mode == AccessMode::Write);
-        let Some(first) = first.filter(|_| declared) else {
-            let how = match mode {
-                AccessMode::Read => "reads",
-                AccessMode::Write => "writes",
-            };
-            panic!(
-                "node {:?} did not declare that it {how} {}",
-                self.name,
-                type_name::<T>()
-            );
+        let Some(at) = self.typed.iter().position(|t| t.type_id == type_id) else {
+            self.undeclared::<T>(mode)
         };
-        let value = self.resolved[first].0.unwrap_or_else(|| {
-            panic!(
-                "node {:?}: resource {} is declared but not in the frame's Resources",
-                self.name,
-                type_name::<T>()
-            )
-        });
-        // The box holds a `T`: `Resources` files values under their type,
+        let entry = &self.typed[at];
+        if mode == AccessMode::Write && entry.mode == AccessMode::Read {
+            self.undeclared::<T>(mode)
+        }
+        let Some(value) = entry.value else {
+            self.missing::<T>()
+        };
+        let borrow = match self.borrows.get(at) {
+            Some(borrow) => borrow,
+            None => {
+                let past = at - INLINE_BORROWS;
+                &self.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
+            }
+        };
+        // The value is a `T`: `Resources` files values under their type,
         // and the entry was looked up under `T`'s.
-        let line = &self.borrows[first / BORROWS_PER_LINE];
-        (value.as_ptr().cast::<T>(), &line[first % BORROWS_PER_LINE])
+        (value.as_ptr().cast::<T>(), borrow)
+    }
+
+    /// Panics for an access of `T` in `mode` the node did not declare.
+    #[cold]
+    fn undeclared<T>(&self, mode: AccessMode) -> ! {
+        let how = match mode {
+            AccessMode::Read => "reads",
+            AccessMode::Write => "writes",
+        };
+        panic!(
+            "node {:?} did not declare that it {how} {}",
+            self.name,
+            type_name::<T>()
+        );
+    }
+
+    /// Panics for a declared `T` the frame's container does not hold.
+    #[cold]
+    fn missing<T>(&self) -> ! {
+        panic!(
+            "node {:?}: resource {} is declared but not in the frame's Resources",
+            self.name,
+            type_name::<T>()
+        )
     }
 }
 
-/// Where a declared resource's value is, looked up between frames; `None`
-/// for a raw id or a value the container lacks.
-#[derive(Copy, Clone)]
-pub(super) struct Resolved(pub(super) Option<NonNull<()>>);
-
-// SAFETY: it points to a `Send + Sync` value of a `Resources` (values must
-// be both to be stored), and is only dereferenced through `res`/`res_mut`,
-// under the access rules of the module docs.
-unsafe impl Send for Resolved {}
-// SAFETY: as above.
-unsafe impl Sync for Resolved {}
+/// Keeps a guard on the node's thread (not `Send`, since its drop counts
+/// there) while letting `&guard` be shared (`Sync`, since it only derefs):
+/// a `MutexGuard` is exactly that.
+type OnNodeThread = PhantomData<std::sync::MutexGuard<'static, ()>>;
 
 /// A shared borrow of a resource inside a node ([`NodeContext::res`]).
+///
+/// It is dropped on the node's thread, like the context, but a reference
+/// to it can be shared with work the node splits across the pool.
+///
+/// ```compile_fail
+/// # use engine_tasks::graph::NodeContext;
+/// # use engine_tasks::graph::Resources;
+/// fn send<T: Send>(_: T) {}
+/// fn node(cx: &NodeContext<'_, Resources>) {
+///     send(cx.res::<u32>()); // does not compile: a guard is not `Send`
+/// }
+/// ```
 pub struct Res<'a, T> {
     value: &'a T,
     borrow: &'a AtomicI32,
+    on_node_thread: OnNodeThread,
 }
 
 impl<T> Deref for Res<'_, T> {
@@ -236,10 +311,11 @@ impl<T> Drop for Res<'_, T> {
 }
 
 /// An exclusive borrow of a resource inside a node
-/// ([`NodeContext::res_mut`]).
+/// ([`NodeContext::res_mut`]). Like [`Res`], it stays on the node's thread.
 pub struct ResMut<'a, T> {
     value: &'a mut T,
     borrow: &'a AtomicI32,
+    on_node_thread: OnNodeThread,
 }
 
 impl<T> Deref for ResMut<'_, T> {

@@ -46,12 +46,12 @@
 
 mod alone;
 mod frame;
+mod gates;
 mod memory;
 mod planned;
 mod policy;
 mod rebuild;
 
-pub(super) use frame::{BorrowLine, BORROWS_PER_LINE};
 use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
@@ -62,7 +62,6 @@ use policy::{
 use super::access::Resources;
 use super::builder::{Body, Condition, Name, TaskGraphBuilder};
 use super::compile::Compiled;
-use super::context::Resolved;
 use super::run_record::NodeOutcome;
 use super::run_record::RunRecord;
 use super::shape::BuildId;
@@ -269,7 +268,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             });
         }
         if let Some(resources) = resources {
-            self.resolve(resources);
+            self.shared_mut().gates.resolve(resources);
         }
         let start = self.prepare_frame(pool, data);
         let frame_span = instrument::frame(start.number);
@@ -292,23 +291,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             resources.release();
         }
         self.finish_frame(pool_shared, &start, sharing)
-    }
-
-    /// Looks up the value of every declared resource type in `resources`,
-    /// claimed for the frame, unless they were looked up in the same
-    /// container with the same contents (`Resources::key`).
-    fn resolve(&mut self, resources: &Resources) {
-        let gates = &mut self.shared_mut().gates;
-        if gates.resolved_for == Some(resources.key()) {
-            return;
-        }
-        gates.resolved.clear();
-        let values = gates.access.items.iter().map(|access| {
-            let value = access.type_id.and_then(|t| resources.value(t));
-            Resolved(value.map(|v| v.cast::<()>()))
-        });
-        gates.resolved.extend(values);
-        gates.resolved_for = Some(resources.key());
     }
 
     /// Between frames, before the next: decides whether it runs planned,

@@ -4,20 +4,18 @@
 //! the per-frame protocol and why the borrowed frame data outlives every
 //! task).
 
+use super::gates::Gates;
 use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
-use crate::graph::access::Access;
-use crate::graph::builder::{Body, Condition, Name};
-use crate::graph::compile::Rows;
-use crate::graph::context::Resolved;
+use crate::graph::builder::{Body, Name};
+use crate::graph::context::InlineBorrows;
 use crate::graph::run_record::{NodeOutcome, RunRecord};
 use crate::graph::NodeContext;
 use crate::lane::Lane;
 use crate::pool::worker::{self, Local};
 use crate::pool::PoolHandle;
 use crate::sync::countdown::Countdown;
-use crate::sync::frame_gate::FrameGate;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::node_marks::{NodeMarks, Sleepers};
 use crate::sync::queue::TaskQueue;
@@ -26,16 +24,11 @@ use crate::trace::instrument;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Borrow counts per cache line (`Gates::borrows`).
-pub(in crate::graph) const BORROWS_PER_LINE: usize = 16;
-
-/// One node's borrow counts, or some of them.
-pub(in crate::graph) type BorrowLine = CachePadded<[AtomicI32; BORROWS_PER_LINE]>;
 
 /// "No slot" for thread indices, and "no node" for `released_by`.
 pub(super) const NONE: u32 = u32::MAX;
@@ -141,41 +134,6 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// Whether the frame follows an idle gap of the pool: then a frame run
     /// alone, and each walker of a planned frame, prefetches.
     pub(super) caches: Caches,
-}
-
-/// What decides, per node and frame, whether its body runs: toggles and run
-/// conditions (`builder.rs`). Written between frames only.
-pub(super) struct Gates<C: ?Sized> {
-    /// Per node: disabled, by its own toggle or one of its sets'.
-    pub(super) disabled: Vec<bool>,
-    /// Whether any node is disabled, has run conditions, or declared
-    /// accesses: a graph that uses none of these skips their look-ups.
-    pub(super) any_disabled: bool,
-    pub(super) any_conditions: bool,
-    pub(super) any_access: bool,
-    pub(super) conditions: Vec<Condition<C>>,
-    /// Per node: its own conditions (indices into `conditions`).
-    pub(super) node_conditions: Rows<u32>,
-    /// Per node: its sets that have conditions (indices into the rows below).
-    pub(super) node_sets: Rows<u32>,
-    /// Per set: its conditions, and its answer this frame.
-    pub(super) set_conditions: Rows<u32>,
-    /// Each on its own cache line: nodes of a set on other threads read it.
-    pub(super) set_gates: Vec<CachePadded<FrameGate>>,
-    /// Per node: what it declared it reads and writes.
-    pub(super) access: Rows<Access>,
-    /// A borrow count for each entry of `access`, for the node's resource
-    /// guards (`context.rs`): node `i`'s are in lines
-    /// `borrow_lines[i]..borrow_lines[i + 1]`, of no other node, since the
-    /// thread running a node writes them.
-    pub(super) borrows: Vec<BorrowLine>,
-    pub(super) borrow_lines: Vec<u32>,
-    /// Beside each entry of `access`: the value of its resource type in
-    /// the frame's container, looked up between frames for the container
-    /// and contents `resolved_for` names (`Resources::key`); `None` for a
-    /// raw id or a missing value.
-    pub(super) resolved: Vec<Resolved>,
-    pub(super) resolved_for: Option<(u64, u64)>,
 }
 
 /// Everything tasks reach while a frame runs.
@@ -367,26 +325,23 @@ impl<C: ?Sized + Sync> Shared<C> {
         if gates.any_disabled && gates.disabled[index as usize] {
             return NodeOutcome::Off;
         }
-        let (access, borrows, resolved) = if gates.any_access {
-            let range = gates.access.range(index as usize);
-            let lines = gates.borrow_lines[index as usize] as usize
-                ..gates.borrow_lines[index as usize + 1] as usize;
-            (
-                &gates.access.items[range.clone()],
-                &gates.borrows[lines],
-                &gates.resolved[range],
-            )
+        let (typed, overflow) = gates.access_of(index);
+        let inline: InlineBorrows;
+        let borrows: &[AtomicI32] = if typed.is_empty() {
+            &[]
         } else {
-            (&[][..], &[][..], &[][..])
+            inline = Default::default();
+            &inline
         };
         let cx = NodeContext {
             data: frame.data,
             pool: frame.pool,
             frame: frame.number,
             name: &node.name,
-            access,
+            typed,
             borrows,
-            resolved,
+            overflow,
+            not_sync: PhantomData,
         };
         let _span = instrument::node(node.label, node.lane);
         // SAFETY: this thread owns the node for this frame (module docs), so
@@ -394,7 +349,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let body = unsafe { &mut *node.body.get() };
         let run = || {
             faults::maybe_panic(Site::NodeBody);
-            if self.gates.any_conditions && !self.conditions_hold(index, &cx, frame.epoch) {
+            if gates.any_conditions && !gates.conditions_hold(index, &cx, frame.epoch) {
                 return NodeOutcome::Off;
             }
             body(&cx);
@@ -409,23 +364,6 @@ impl<C: ?Sized + Sync> Shared<C> {
                 NodeOutcome::Panicked
             }
         }
-    }
-
-    /// Whether node `index` runs this frame: the conditions of each of its
-    /// sets (each set's evaluated once per frame, by the first of its nodes
-    /// to get here), then its own.
-    #[inline]
-    fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
-        let gates = &self.gates;
-        let holds = |conditions: &[u32]| {
-            conditions
-                .iter()
-                .all(|&c| (gates.conditions[c as usize])(cx))
-        };
-        gates.node_sets.row(index as usize).iter().all(|&set| {
-            let set = set as usize;
-            gates.set_gates[set].answer(epoch, || holds(gates.set_conditions.row(set)))
-        }) && holds(gates.node_conditions.row(index as usize))
     }
 
     /// Counts `n` sinks as finished; the last one sets the frame's latch

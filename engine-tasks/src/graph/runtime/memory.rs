@@ -4,12 +4,13 @@
 //! never changes, and a build of the same size allocates nothing.
 
 use super::frame::{
-    closure_address, run_helper, run_node, Caches, FrameInputs, Gates, HelperTask, Node, NodeState,
+    closure_address, run_helper, run_node, Caches, FrameInputs, HelperTask, Node, NodeState,
     NodeTask, Shared, NONE,
 };
+use super::gates::Gates;
 use super::planned::{self, Schedule};
 use crate::graph::builder::{Body, Name, NodeSpec};
-use crate::graph::compile::{Compiled, Rows};
+use crate::graph::compile::Compiled;
 use crate::graph::run_record::RunRecord;
 use crate::lane::Lane;
 use crate::sync::latch::Latch;
@@ -64,22 +65,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 plan_wait_ticks: 0,
                 caches: Caches::Warm,
             },
-            gates: Gates {
-                disabled: Vec::new(),
-                any_disabled: false,
-                any_conditions: false,
-                any_access: false,
-                conditions: Vec::new(),
-                node_conditions: Rows::default(),
-                node_sets: Rows::default(),
-                set_conditions: Rows::default(),
-                set_gates: Vec::new(),
-                access: Rows::default(),
-                borrows: Vec::new(),
-                borrow_lines: Vec::new(),
-                resolved: Vec::new(),
-                resolved_for: None,
-            },
+            gates: Gates::new(),
         });
         let shared = NonNull::from(Box::leak(shared));
         let graph = shared.as_ptr().cast_const();

@@ -4,17 +4,14 @@
 //! toggles, which change what a frame runs without a build. Nodes keep
 //! their estimates by name across builds.
 
-use super::frame::{closure_address, Gates, BORROWS_PER_LINE};
+use super::frame::closure_address;
 use super::memory::Rebuild;
 use super::{Runtime, UNKNOWN};
-use crate::graph::builder::{Condition, TaskGraphBuilder};
-use crate::graph::compile::{Compiled, Target};
-use crate::graph::context::Resolved;
+use crate::graph::builder::TaskGraphBuilder;
+use crate::graph::compile::Target;
 use crate::graph::shape::BuildId;
 use crate::graph::ReadyOrder;
 use crate::lane::Lane;
-use crate::sync::frame_gate::FrameGate;
-use crossbeam_utils::CachePadded;
 
 impl<C: ?Sized + Sync> Runtime<C> {
     /// Replaces the graph, in place, by the one `builder` describes and
@@ -72,13 +69,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             },
             &mut self.retired_bodies,
         );
-        rebuild_gates(
-            &mut shared.gates,
-            n,
-            builder,
-            compiled,
-            &mut self.retired_conditions,
-        );
+        shared
+            .gates
+            .rebuild(n, builder, compiled, &mut self.retired_conditions);
         self.recall_estimates();
         self.priority.clear();
         self.priority.resize(n, 0);
@@ -223,55 +216,4 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         shared.gates.any_disabled = shared.gates.disabled.contains(&true);
     }
-}
-
-/// Refills the run conditions, toggles and accesses for a graph of `n`
-/// nodes being built, in the form the frame reads them; the replaced
-/// conditions go to `retired`.
-fn rebuild_gates<C: ?Sized>(
-    gates: &mut Gates<C>,
-    n: usize,
-    builder: &mut TaskGraphBuilder<C>,
-    compiled: &Compiled,
-    retired: &mut Vec<Condition<C>>,
-) {
-    let sets = builder.sets.len();
-    gates.disabled.clear();
-    gates.disabled.resize(n, false);
-    retired.append(&mut gates.conditions);
-    gates.conditions.append(&mut builder.conditions);
-    gates.node_conditions.copy_from(&compiled.node_conditions);
-    let has_conditions = |s: u32| !compiled.set_conditions.row(s as usize).is_empty();
-    gates.node_sets.fill_from(n, |i| {
-        compiled
-            .node_sets
-            .row(i)
-            .iter()
-            .copied()
-            .filter(|&s| has_conditions(s))
-    });
-    gates.set_conditions.copy_from(&compiled.set_conditions);
-    gates.set_gates.clear();
-    gates
-        .set_gates
-        .resize_with(sets, || CachePadded::new(FrameGate::new()));
-    gates.access.copy_from(&compiled.node_access);
-    gates.any_disabled = false;
-    gates.any_conditions = !gates.conditions.is_empty();
-    gates.any_access = !gates.access.items.is_empty();
-    let entries = gates.access.items.len();
-    gates.borrow_lines.clear();
-    gates.borrow_lines.push(0);
-    let mut lines = 0;
-    for i in 0..n {
-        lines += gates.access.range(i).len().div_ceil(BORROWS_PER_LINE) as u32;
-        gates.borrow_lines.push(lines);
-    }
-    gates.borrows.clear();
-    gates
-        .borrows
-        .resize_with(lines as usize, || CachePadded::new(Default::default()));
-    gates.resolved.clear();
-    gates.resolved.resize(entries, Resolved(None));
-    gates.resolved_for = None;
 }

@@ -1,0 +1,202 @@
+//! What decides, per node and frame, whether its body runs (toggles and run
+//! conditions, `builder.rs`) and which resources it may borrow (declared
+//! access, `access.rs`), in the form a frame reads them.
+//!
+//! Each node has one [`GateSpan`]: where its checks and its resource types
+//! lie in two flat lists. A node that runs reads its span, then only its
+//! own entries, so the rules cost one look-up per node, not one per rule.
+//! Everything here is written between frames only (a build, a toggle, or
+//! the look-up of the frame's resources); frames only read it, except the
+//! sets' [`FrameGate`]s, which answer once per frame.
+
+use crate::graph::access::{AccessMode, Resources};
+use crate::graph::builder::{Condition, TaskGraphBuilder};
+use crate::graph::compile::{Compiled, Rows};
+use crate::graph::context::{BorrowLine, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
+use crate::graph::NodeContext;
+use crate::sync::frame_gate::FrameGate;
+use crossbeam_utils::CachePadded;
+
+/// See the module docs.
+pub(super) struct Gates<C: ?Sized> {
+    /// Per node: disabled, by its own toggle or one of its sets'.
+    pub(super) disabled: Vec<bool>,
+    /// Whether any node is disabled, has run conditions, or declared a
+    /// resource type: a graph that uses none of these skips their look-ups.
+    pub(super) any_disabled: bool,
+    pub(super) any_conditions: bool,
+    pub(super) any_access: bool,
+    pub(super) conditions: Vec<Condition<C>>,
+    /// Per node: where its entries in `checks` and `typed` are.
+    spans: Vec<GateSpan>,
+    /// Each node's checks, in the order they are made: its sets that have
+    /// conditions, then its own conditions.
+    checks: Vec<Check>,
+    /// Per set: its conditions (indices into `conditions`).
+    set_conditions: Rows<u32>,
+    /// Per set, each on its own cache line: nodes of a set on other threads
+    /// ask it.
+    set_gates: Vec<CachePadded<FrameGate>>,
+    /// Each node's resource types (its own declarations and its sets'),
+    /// one entry per type, with the strongest mode declared for it.
+    typed: Vec<TypedAccess>,
+    /// Borrow counts for the resource types of a node past its first
+    /// [`INLINE_BORROWS`] (those count on the stack, `context.rs`): node
+    /// `i`'s start at line `spans[i].overflow_line`, of no other node,
+    /// since the thread running a node writes them.
+    overflow: Vec<BorrowLine>,
+    /// The container and contents `typed`'s values were looked up in
+    /// (`Resources::key`), if they were.
+    resolved_for: Option<(u64, u64)>,
+}
+
+/// Where one node's rules are in the [`Gates`]' flat lists.
+#[derive(Copy, Clone, Default)]
+struct GateSpan {
+    checks: u32,
+    checks_end: u32,
+    typed: u32,
+    typed_end: u32,
+    overflow_line: u32,
+}
+
+/// One check a node makes before its body runs.
+#[derive(Copy, Clone)]
+enum Check {
+    /// The conditions of a set (an index into `set_conditions`), evaluated
+    /// once per frame by the first of its nodes to ask.
+    Set(u32),
+    /// One of the node's own conditions (an index into `conditions`).
+    Condition(u32),
+}
+
+impl<C: ?Sized> Gates<C> {
+    /// No rules: for a graph not built yet.
+    pub(super) fn new() -> Self {
+        Gates {
+            disabled: Vec::new(),
+            any_disabled: false,
+            any_conditions: false,
+            any_access: false,
+            conditions: Vec::new(),
+            spans: Vec::new(),
+            checks: Vec::new(),
+            set_conditions: Rows::default(),
+            set_gates: Vec::new(),
+            typed: Vec::new(),
+            overflow: Vec::new(),
+            resolved_for: None,
+        }
+    }
+
+    /// Refills the rules for a graph of `n` nodes being built from
+    /// `compiled`, taking the builder's conditions; the replaced conditions
+    /// go to `retired`. Toggles start on. Allocates nothing once the lists
+    /// have held a graph as large.
+    pub(super) fn rebuild(
+        &mut self,
+        n: usize,
+        builder: &mut TaskGraphBuilder<C>,
+        compiled: &Compiled,
+        retired: &mut Vec<Condition<C>>,
+    ) {
+        self.disabled.clear();
+        self.disabled.resize(n, false);
+        retired.append(&mut self.conditions);
+        self.conditions.append(&mut builder.conditions);
+        self.set_conditions.copy_from(&compiled.set_conditions);
+        self.set_gates.clear();
+        self.set_gates
+            .resize_with(builder.sets.len(), || CachePadded::new(FrameGate::new()));
+        self.spans.clear();
+        self.checks.clear();
+        self.typed.clear();
+        let mut overflow_lines = 0;
+        for i in 0..n {
+            let (checks, typed) = (self.checks.len(), self.typed.len());
+            let sets = compiled.node_sets.row(i).iter().copied();
+            let sets = sets.filter(|&s| !compiled.set_conditions.row(s as usize).is_empty());
+            self.checks.extend(sets.map(Check::Set));
+            let own = compiled.node_conditions.row(i).iter().copied();
+            self.checks.extend(own.map(Check::Condition));
+            for access in compiled.node_access.row(i) {
+                let Some(type_id) = access.type_id else {
+                    continue; // a raw id: ordering only, nothing to borrow
+                };
+                match self.typed[typed..]
+                    .iter_mut()
+                    .find(|t| t.type_id == type_id)
+                {
+                    Some(entry) if access.mode == AccessMode::Write => entry.mode = access.mode,
+                    Some(_) => {}
+                    None => self.typed.push(TypedAccess {
+                        type_id,
+                        mode: access.mode,
+                        value: None,
+                    }),
+                }
+            }
+            self.spans.push(GateSpan {
+                checks: checks as u32,
+                checks_end: self.checks.len() as u32,
+                typed: typed as u32,
+                typed_end: self.typed.len() as u32,
+                overflow_line: overflow_lines,
+            });
+            let past_inline = (self.typed.len() - typed).saturating_sub(INLINE_BORROWS);
+            overflow_lines += past_inline.div_ceil(BORROWS_PER_LINE) as u32;
+        }
+        self.overflow.clear();
+        self.overflow
+            .resize_with(overflow_lines as usize, Default::default);
+        self.any_disabled = false;
+        self.any_conditions = !self.conditions.is_empty();
+        self.any_access = !self.typed.is_empty();
+        self.resolved_for = None;
+    }
+
+    /// Looks up the value of every declared resource type in `resources`,
+    /// claimed for the frame, unless they were looked up in the same
+    /// container with the same contents (`Resources::key`).
+    pub(super) fn resolve(&mut self, resources: &Resources) {
+        if self.resolved_for == Some(resources.key()) {
+            return;
+        }
+        for entry in &mut self.typed {
+            entry.value = resources.value(entry.type_id).map(|v| v.cast::<()>());
+        }
+        self.resolved_for = Some(resources.key());
+    }
+
+    /// Node `index`'s resource types and the lines of its borrow counts
+    /// past the first [`INLINE_BORROWS`]; empty if no node declared one.
+    #[inline]
+    pub(super) fn access_of(&self, index: u32) -> (&[TypedAccess], &[BorrowLine]) {
+        if !self.any_access {
+            return (&[], &[]);
+        }
+        let span = &self.spans[index as usize];
+        (
+            &self.typed[span.typed as usize..span.typed_end as usize],
+            &self.overflow[span.overflow_line as usize..],
+        )
+    }
+
+    /// Whether node `index` runs this frame: the conditions of each of its
+    /// sets (each set's evaluated once per frame, by the first of its nodes
+    /// to ask), then its own, stopping at the first that does not hold.
+    #[inline]
+    pub(super) fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
+        let span = &self.spans[index as usize];
+        let holds = |condition: u32| (self.conditions[condition as usize])(cx);
+        self.checks[span.checks as usize..span.checks_end as usize]
+            .iter()
+            .all(|&check| match check {
+                Check::Set(set) => self.set_gates[set as usize].answer(epoch, || {
+                    let conditions = self.set_conditions.row(set as usize);
+                    conditions.iter().all(|&c| holds(c))
+                }),
+                Check::Condition(condition) => holds(condition),
+            })
+    }
+}
