@@ -410,7 +410,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Asks the CPU to bring node `index`'s own lines into the cache:
-    /// its node, run record and poison mark (see `prefetch`).
+    /// its node, run record, poison mark and gate span (see `prefetch`).
     #[inline]
     pub(super) fn prefetch_node(&self, index: u32) {
         let i = index as usize;
@@ -421,6 +421,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             prefetch(run);
             prefetch(mark);
         }
+        self.gates.prefetch_span(index);
     }
 
     /// Prefetches for a walker of a planned frame at place `at` of its
@@ -443,12 +444,14 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
     }
 
-    /// Asks the CPU to bring node `index`'s closure into the cache.
+    /// Asks the CPU to bring node `index`'s closure into the cache, and
+    /// the rules its gate span points to (its span was prefetched before).
     #[inline]
     pub(super) fn prefetch_body(&self, index: u32) {
         if let Some(&address) = self.closures.get(index as usize) {
             prefetch_address(address);
         }
+        self.gates.prefetch_rules(index);
     }
 
     pub(super) fn successors_of(&self, index: u32) -> &[u32] {
@@ -673,7 +676,7 @@ pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
 /// Asks the CPU to start loading the cache line of `value`: a hint with no
 /// effect on memory.
 #[inline(always)]
-fn prefetch<T>(value: &T) {
+pub(super) fn prefetch<T>(value: &T) {
     prefetch_address(value as *const T as usize);
 }
 

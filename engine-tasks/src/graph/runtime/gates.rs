@@ -9,6 +9,7 @@
 //! the look-up of the frame's resources); frames only read it, except the
 //! sets' [`FrameGate`]s, which answer once per frame.
 
+use super::frame::prefetch;
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
@@ -27,7 +28,8 @@ pub(super) struct Gates<C: ?Sized> {
     pub(super) any_conditions: bool,
     pub(super) any_access: bool,
     pub(super) conditions: Vec<Condition<C>>,
-    /// Per node: where its entries in `checks` and `typed` are.
+    /// Per node: where its entries in `checks` and `typed` are; empty if
+    /// no node has conditions or resource types.
     spans: Vec<GateSpan>,
     /// Each node's checks, in the order they are made: its sets that have
     /// conditions, then its own conditions.
@@ -152,6 +154,10 @@ impl<C: ?Sized> Gates<C> {
         self.any_disabled = false;
         self.any_conditions = !self.conditions.is_empty();
         self.any_access = !self.typed.is_empty();
+        if !self.any_conditions && !self.any_access {
+            // No rules to look up or prefetch.
+            self.spans.clear();
+        }
         self.resolved_for = None;
     }
 
@@ -180,6 +186,31 @@ impl<C: ?Sized> Gates<C> {
             &self.typed[span.typed as usize..span.typed_end as usize],
             &self.overflow[span.overflow_line as usize..],
         )
+    }
+
+    /// Asks the CPU to bring node `index`'s span into the cache, if the
+    /// graph has rules (`Shared::prefetch_node`).
+    #[inline]
+    pub(super) fn prefetch_span(&self, index: u32) {
+        if let Some(span) = self.spans.get(index as usize) {
+            prefetch(span);
+        }
+    }
+
+    /// Asks the CPU to bring node `index`'s checks and resource types into
+    /// the cache, reading its span, which `prefetch_span` brought earlier
+    /// in the walk (`Shared::prefetch_body`).
+    #[inline]
+    pub(super) fn prefetch_rules(&self, index: u32) {
+        let Some(span) = self.spans.get(index as usize) else {
+            return;
+        };
+        if let Some(check) = self.checks.get(span.checks as usize) {
+            prefetch(check);
+        }
+        if let Some(typed) = self.typed.get(span.typed as usize) {
+            prefetch(typed);
+        }
     }
 
     /// Whether node `index` runs this frame: the conditions of each of its
