@@ -504,6 +504,43 @@ fn a_leaked_guard_holds_its_type_for_that_run_only() {
     assert_eq!(resources.get_mut::<Armor>().unwrap().0, 4);
 }
 
+/// As above, for a type past those whose counts live on the stack.
+#[test]
+fn a_leaked_guard_of_a_nineteenth_type_holds_it_for_that_run_only() {
+    macro_rules! all_numbers {
+        ($then:ident) => {
+            $then!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18)
+        };
+    }
+    let mut resources = Resources::new();
+    macro_rules! insert {
+        ($($n:literal)*) => { $(resources.insert(Numbered::<$n>(0));)* };
+    }
+    all_numbers!(insert);
+    let mut b = TaskGraph::<Resources>::builder();
+    let mut node = b.node("leak", Lane::Normal, |cx| {
+        let mut last = cx.res_mut::<Numbered<18>>();
+        last.0 += 1;
+        std::mem::forget(last);
+        if cx.frame() == 2 {
+            let _again = cx.res::<Numbered<18>>();
+        }
+    });
+    macro_rules! declare {
+        ($($n:literal)*) => { $(node = node.writes::<Numbered<$n>>();)* };
+    }
+    all_numbers!(declare);
+    let mut graph = b.build().unwrap();
+    graph.run(pool(), &resources).unwrap();
+    graph.run(pool(), &resources).unwrap();
+    let error = graph.run(pool(), &resources).unwrap_err();
+    assert!(error.panicked[0]
+        .message
+        .ends_with("is already borrowed mutably in this node"));
+    graph.run(pool(), &resources).unwrap();
+    assert_eq!(resources.get_mut::<Numbered<18>>().unwrap().0, 4);
+}
+
 /// Nodes see the values of the container each frame is given, after every
 /// insert and removal between frames: two containers in turn, a value
 /// replaced, a value removed (the node then fails naming it).

@@ -9,9 +9,9 @@
 //! of its type, a [`Res`] guard excludes `ResMut`s; a borrow that breaks it
 //! panics, naming the node and the type. Each of the node's declared types
 //! has a borrow count (0 free, `n > 0` shared `n` times, -1 borrowed
-//! mutably) that lives for one run of the node: the first
+//! mutably) that starts at 0 in each run of the node: the first
 //! [`INLINE_BORROWS`] on the stack of the thread that runs it, any more in
-//! lines the graph keeps for the node. A context is not `Sync`, so only
+//! lines the graph keeps for the node, which that thread zeroes first. A context is not `Sync`, so only
 //! that thread touches them and `Relaxed` suffices; the frame's own
 //! synchronisation orders one run of the node before the next, on whatever
 //! thread. Since the counts start at 0 in every run, a guard leaked with
@@ -28,8 +28,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// How many of a node's resource types count their borrows on the stack
-/// of the thread that runs it: more than nodes usually declare, in one
-/// cache line.
+/// of the thread that runs it: more than nodes usually declare.
 pub(in crate::graph) const INLINE_BORROWS: usize = 16;
 
 /// Borrow counts per cache line, for a node's types past the first
@@ -236,6 +235,8 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         let borrow = match self.borrows.get(at) {
             Some(borrow) => borrow,
             None => {
+                // A node with types has all its inline counts (`run_body`).
+                debug_assert_eq!(self.borrows.len(), INLINE_BORROWS);
                 let past = at - INLINE_BORROWS;
                 &self.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
             }

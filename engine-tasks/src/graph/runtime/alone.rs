@@ -47,8 +47,8 @@
 //! A frame that follows an idle gap of the pool (a paced game loop's sleep,
 //! in which other work may have taken the caches) prefetches as it walks:
 //! the lines of the node [`PREFETCH_AHEAD`] places ahead in the plan (its
-//! node, run record and poison mark) and the closure of the node half as
-//! far ahead. The plan's order is not the nodes' order in memory, so the
+//! node, run record, poison mark and gate span) and the closure and rules
+//! (`gates.rs`) of the node half as far ahead. The plan's order is not the nodes' order in memory, so the
 //! hardware prefetcher cannot guess it; without this, 256 empty nodes of
 //! the benchmark graph paced at 60 Hz cost about 140 ns each (criterion,
 //! `dag256-paced/0ns/60Hz`: 36 µs a frame, 25–27 µs with it), waiting for
@@ -372,6 +372,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         if prefetch {
             for &index in order.iter().take(PREFETCH_AHEAD) {
                 self.prefetch_node(index);
+            }
+            for &index in order.iter().take(PREFETCH_AHEAD / 2) {
+                self.prefetch_body(index);
             }
         }
         for (ran, &index) in (1..).zip(order.iter()) {

@@ -34,8 +34,9 @@ use std::sync::Mutex;
 pub(super) const NONE: u32 = u32::MAX;
 
 /// How many nodes ahead of the one it runs a frame run alone with cold
-/// caches prefetches each node's own lines (its node, run record and
-/// poison mark); the closures are prefetched half as far ahead (`alone.rs`).
+/// caches prefetches each node's own lines (its node, run record, poison
+/// mark and gate span); the closures, and the checks and resource types
+/// the span points to, are prefetched half as far ahead (`alone.rs`).
 /// A walker of a planned frame does the same along its list, with each
 /// node's state line too (`planned.rs`).
 /// The plan's order is not the nodes' order in memory, so the hardware
@@ -326,6 +327,11 @@ impl<C: ?Sized + Sync> Shared<C> {
             return NodeOutcome::Off;
         }
         let (typed, overflow) = gates.access_of(index);
+        for count in overflow.iter().flat_map(|line| line.iter()) {
+            // Relaxed: only this thread counts while the node runs; the
+            // frame orders this run after the last (`context.rs`).
+            count.store(0, Ordering::Relaxed);
+        }
         let inline: InlineBorrows;
         let borrows: &[AtomicI32] = if typed.is_empty() {
             &[]

@@ -7,7 +7,9 @@
 //! own entries, so the rules cost one look-up per node, not one per rule.
 //! Everything here is written between frames only (a build, a toggle, or
 //! the look-up of the frame's resources); frames only read it, except the
-//! sets' [`FrameGate`]s, which answer once per frame.
+//! sets' [`FrameGate`]s, which answer once per frame, and the borrow counts
+//! of nodes past [`INLINE_BORROWS`] types, which the thread running such a
+//! node zeroes and counts (`context.rs`).
 
 use super::frame::prefetch;
 use crate::graph::access::{AccessMode, Resources};
@@ -145,8 +147,7 @@ impl<C: ?Sized> Gates<C> {
                 typed_end: self.typed.len() as u32,
                 overflow_line: overflow_lines,
             });
-            let past_inline = (self.typed.len() - typed).saturating_sub(INLINE_BORROWS);
-            overflow_lines += past_inline.div_ceil(BORROWS_PER_LINE) as u32;
+            overflow_lines += self::overflow_lines(self.typed.len() - typed) as u32;
         }
         self.overflow.clear();
         self.overflow
@@ -182,10 +183,10 @@ impl<C: ?Sized> Gates<C> {
             return (&[], &[]);
         }
         let span = &self.spans[index as usize];
-        (
-            &self.typed[span.typed as usize..span.typed_end as usize],
-            &self.overflow[span.overflow_line as usize..],
-        )
+        let typed = &self.typed[span.typed as usize..span.typed_end as usize];
+        let lines = overflow_lines(typed.len());
+        let first = span.overflow_line as usize;
+        (typed, &self.overflow[first..first + lines])
     }
 
     /// Asks the CPU to bring node `index`'s span into the cache, if the
@@ -230,4 +231,12 @@ impl<C: ?Sized> Gates<C> {
                 Check::Condition(condition) => holds(condition),
             })
     }
+}
+
+/// How many lines of borrow counts a node of `types` resource types has
+/// beside its inline ones.
+fn overflow_lines(types: usize) -> usize {
+    types
+        .saturating_sub(INLINE_BORROWS)
+        .div_ceil(BORROWS_PER_LINE)
 }

@@ -31,8 +31,9 @@
 //! A frame that follows an idle gap of the pool (a paced loop's sleep)
 //! finds the nodes' lines cold, in an order (the list's) that is not their
 //! order in memory: each walker then prefetches the lines of the node
-//! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark
-//! and state) and the closure half as far, as a frame run alone does.
+//! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark,
+//! gate span and state) and the closure and the node's rules half as far,
+//! as a frame run alone does.
 //!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
