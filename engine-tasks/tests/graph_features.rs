@@ -183,6 +183,100 @@ fn conditions_skip_nodes_without_skipping_their_dependents() {
     );
 }
 
+/// Each checker logs its name to its node's log, then answers by frame.
+fn checks(
+    log: fn(&Checks) -> &Log,
+    name: &'static str,
+    holds: fn(u64) -> bool,
+) -> impl Fn(&NodeContext<'_, Checks>) -> bool + Send + Sync + 'static {
+    move |cx| {
+        log(cx.data()).0.lock().unwrap().push(name);
+        holds(cx.frame())
+    }
+}
+
+/// The conditions each of two nodes evaluated, in order.
+#[derive(Default)]
+struct Checks {
+    many: Log,
+    one: Log,
+}
+
+/// A node's checks run in order, its sets' before its own, and stop at the
+/// first that fails: for a node with one set and one condition of its own,
+/// and for one with two of each.
+#[test]
+fn a_nodes_checks_run_in_order_and_stop_at_the_first_that_fails() {
+    let mut b = TaskGraph::<Checks>::builder();
+    fn many(c: &Checks) -> &Log {
+        &c.many
+    }
+    fn one(c: &Checks) -> &Log {
+        &c.one
+    }
+    b.set("s1").run_if(checks(many, "s1", |f| f % 5 != 1));
+    b.set("s2").run_if(checks(many, "s2", |f| f % 5 != 2));
+    b.set("s3").run_if(checks(one, "s3", |f| f % 2 == 0));
+    b.node("many", Lane::FrameCritical, |_| {})
+        .in_set("s1")
+        .in_set("s2")
+        .run_if(checks(many, "c1", |f| f % 5 != 3))
+        .run_if(checks(many, "c2", |f| f % 5 != 4));
+    b.node("one", Lane::FrameCritical, |_| {})
+        .in_set("s3")
+        .run_if(checks(one, "o", |f| f % 4 != 2));
+    let mut graph = b.build().unwrap();
+    let (many, one) = (graph.node_index("many"), graph.node_index("one"));
+    let (many, one) = (many.unwrap(), one.unwrap());
+    let data = Checks::default();
+    for frame in 0..20u64 {
+        let stats = graph.run(pool(), &data).unwrap();
+        // The order among a node's sets is not promised: its sets' checks
+        // come first and stop at the failing set, its own follow in order.
+        let log = data.many.take();
+        let sets = log.iter().take_while(|n| n.starts_with('s')).count();
+        let (mut sets, own) = (log[..sets].to_vec(), &log[sets..]);
+        match frame % 5 {
+            1 => assert_eq!(sets.last(), Some(&"s1"), "frame {frame}: {log:?}"),
+            2 => assert_eq!(sets.last(), Some(&"s2"), "frame {frame}: {log:?}"),
+            _ => {}
+        }
+        sets.sort();
+        sets.dedup();
+        let failing_set_alone = matches!(frame % 5, 1 | 2) && sets.len() == 1;
+        assert!(
+            sets == ["s1", "s2"] || failing_set_alone,
+            "frame {frame}: {log:?}"
+        );
+        let expected: &[&str] = match frame % 5 {
+            0 | 4 => &["c1", "c2"],
+            3 => &["c1"],
+            _ => &[],
+        };
+        assert_eq!(own, expected, "frame {frame}: {log:?}");
+        let ran = |yes| {
+            if yes {
+                NodeOutcome::Ran
+            } else {
+                NodeOutcome::Off
+            }
+        };
+        assert_eq!(
+            stats.node(many).outcome,
+            ran(frame % 5 == 0),
+            "frame {frame}"
+        );
+        let expected: &[&str] = if frame % 2 == 0 {
+            &["s3", "o"]
+        } else {
+            &["s3"]
+        };
+        assert_eq!(data.one.take(), expected, "frame {frame}");
+        let runs = frame % 2 == 0 && frame % 4 != 2;
+        assert_eq!(stats.node(one).outcome, ran(runs), "frame {frame}");
+    }
+}
+
 #[test]
 fn toggles_turn_nodes_and_sets_off_between_frames() {
     let mut b = TaskGraph::<Log>::builder();

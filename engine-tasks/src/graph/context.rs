@@ -144,6 +144,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// `T`, or the node holds a [`ResMut`] of `T`; the message names the
     /// node and the type. The panic fails the node like any other (see
     /// [`FrameError`](super::FrameError)).
+    #[inline]
     pub fn res<T: Send + Sync + 'static>(&self) -> Res<'_, T> {
         let (value, borrow) = self.resource::<T>(AccessMode::Read);
         // Relaxed: only this node's thread touches the count (module docs).
@@ -188,6 +189,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     ///
     /// As [`res`](Self::res), if the node did not declare writing `T`, or
     /// if it holds another guard of `T`.
+    #[inline]
     pub fn res_mut<T: Send + Sync + 'static>(&self) -> ResMut<'_, T> {
         let (value, borrow) = self.resource::<T>(AccessMode::Write);
         // Relaxed: as in `res`.
@@ -220,6 +222,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
 
     /// The value of `T` and its borrow count, after checking the node
     /// declared `mode` on it.
+    #[inline]
     fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
         let type_id = TypeId::of::<T>();
         let Some(at) = self.typed.iter().position(|t| t.type_id == type_id) else {

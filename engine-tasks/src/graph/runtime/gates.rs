@@ -2,9 +2,11 @@
 //! conditions, `builder.rs`) and which resources it may borrow (declared
 //! access, `access.rs`), in the form a frame reads them.
 //!
-//! Each node has one [`GateSpan`]: where its checks and its resource types
-//! lie in two flat lists. A node that runs reads its span, then only its
-//! own entries, so the rules cost one look-up per node, not one per rule.
+//! Each node has one [`GateSpan`]: its checks, inline when it has at most
+//! one set with conditions and one condition of its own (most nodes), else
+//! where they lie in a flat list; and where its resource types lie in
+//! another. A node that runs reads its span, then only its own entries, so
+//! the rules cost one look-up per node, not one per rule.
 //! Everything here is written between frames only (a build, a toggle, or
 //! the look-up of the frame's resources); frames only read it, except the
 //! sets' [`FrameGate`]s, which answer once per frame, and the borrow counts
@@ -55,14 +57,26 @@ pub(super) struct Gates<C: ?Sized> {
 }
 
 /// Where one node's rules are in the [`Gates`]' flat lists.
-#[derive(Copy, Clone, Default)]
+///
+/// Most nodes are in at most one set with conditions and have at most one
+/// condition of their own: those checks are inline (`set`, `condition`),
+/// and `checks..checks_end` is empty. A node with more keeps every check
+/// in the list, in order, and `NONE` inline.
+#[derive(Copy, Clone)]
 struct GateSpan {
+    /// The node's one set with conditions, or [`NONE`].
+    set: u32,
+    /// The node's one own condition, or [`NONE`].
+    condition: u32,
     checks: u32,
     checks_end: u32,
     typed: u32,
     typed_end: u32,
     overflow_line: u32,
 }
+
+/// No check inline in a [`GateSpan`].
+const NONE: u32 = u32::MAX;
 
 /// One check a node makes before its body runs.
 #[derive(Copy, Clone)]
@@ -123,6 +137,20 @@ impl<C: ?Sized> Gates<C> {
             self.checks.extend(sets.map(Check::Set));
             let own = compiled.node_conditions.row(i).iter().copied();
             self.checks.extend(own.map(Check::Condition));
+            let (mut set, mut condition) = (NONE, NONE);
+            let mut inline = true;
+            for &check in &self.checks[checks..] {
+                match check {
+                    Check::Set(s) if set == NONE => set = s,
+                    Check::Condition(c) if condition == NONE => condition = c,
+                    _ => inline = false,
+                }
+            }
+            if inline {
+                self.checks.truncate(checks);
+            } else {
+                (set, condition) = (NONE, NONE);
+            }
             for access in compiled.node_access.row(i) {
                 let Some(type_id) = access.type_id else {
                     continue; // a raw id: ordering only, nothing to borrow
@@ -141,6 +169,8 @@ impl<C: ?Sized> Gates<C> {
                 }
             }
             self.spans.push(GateSpan {
+                set,
+                condition,
                 checks: checks as u32,
                 checks_end: self.checks.len() as u32,
                 typed: typed as u32,
@@ -184,6 +214,9 @@ impl<C: ?Sized> Gates<C> {
         }
         let span = &self.spans[index as usize];
         let typed = &self.typed[span.typed as usize..span.typed_end as usize];
+        if typed.len() <= INLINE_BORROWS {
+            return (typed, &[]);
+        }
         let lines = overflow_lines(typed.len());
         let first = span.overflow_line as usize;
         (typed, &self.overflow[first..first + lines])
@@ -206,8 +239,10 @@ impl<C: ?Sized> Gates<C> {
         let Some(span) = self.spans.get(index as usize) else {
             return;
         };
-        if let Some(check) = self.checks.get(span.checks as usize) {
-            prefetch(check);
+        if span.checks != span.checks_end {
+            if let Some(check) = self.checks.get(span.checks as usize) {
+                prefetch(check);
+            }
         }
         if let Some(typed) = self.typed.get(span.typed as usize) {
             prefetch(typed);
@@ -221,15 +256,22 @@ impl<C: ?Sized> Gates<C> {
     pub(super) fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
         let span = &self.spans[index as usize];
         let holds = |condition: u32| (self.conditions[condition as usize])(cx);
-        self.checks[span.checks as usize..span.checks_end as usize]
-            .iter()
-            .all(|&check| match check {
-                Check::Set(set) => self.set_gates[set as usize].answer(epoch, || {
-                    let conditions = self.set_conditions.row(set as usize);
-                    conditions.iter().all(|&c| holds(c))
-                }),
-                Check::Condition(condition) => holds(condition),
+        let set_holds = |set: u32| {
+            self.set_gates[set as usize].answer(epoch, || {
+                let conditions = self.set_conditions.row(set as usize);
+                conditions.iter().all(|&c| holds(c))
             })
+        };
+        if span.checks != span.checks_end {
+            return self.checks[span.checks as usize..span.checks_end as usize]
+                .iter()
+                .all(|&check| match check {
+                    Check::Set(set) => set_holds(set),
+                    Check::Condition(condition) => holds(condition),
+                });
+        }
+        (span.set == NONE || set_holds(span.set))
+            && (span.condition == NONE || holds(span.condition))
     }
 }
 
