@@ -33,16 +33,16 @@
 //!
 //! Usage: `cargo bench -p engine-tasks-benches --bench graph_features`
 
-use bevy_ecs::prelude::{Res, ResMut, Resource};
+use bevy_ecs::prelude::{ResMut, Resource};
 use bevy_ecs::schedule::{
     IntoScheduleConfigs, MultiThreadedExecutor, Schedule, SingleThreadedExecutor,
 };
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use engine_tasks::graph::{AccessId, Resources};
+use engine_tasks::graph::Resources;
 use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, graph_builder_of, graph_of, init_bevy_pool, paced_iters,
-    static_names, threads, NodeSet, Pacing, Work,
+    benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_builder_of, graph_of,
+    init_bevy_pool, paced_iters, static_names, threads, GatedShared, NodeSet, Pacing, Work,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -138,45 +138,13 @@ fn rebuilt(c: &mut Criterion) {
     }
 }
 
-/// A resource of its own per node (`Own<0>` ... by id), and one all read.
-struct Shared(u64);
-
-/// The DAG with a condition on every node and on each layer's set, and a
-/// write of its own id and a read of [`Shared`] declared by every node.
-fn gated_graph(deps: &[Vec<usize>], work: &[Work], names: &[&'static str]) -> TaskGraph<Resources> {
-    let layers = [
-        "layer0", "layer1", "layer2", "layer3", "layer4", "layer5", "layer6", "layer7", "layer8",
-        "layer9", "layer10", "layer11", "layer12", "layer13", "layer14", "layer15",
-    ];
-    let mut builder = TaskGraph::<Resources>::builder();
-    for (layer, &name) in layers.iter().enumerate() {
-        builder
-            .set(name)
-            .run_if(move |cx| cx.frame() != u64::MAX - layer as u64);
-    }
-    for (i, d) in deps.iter().enumerate() {
-        let w = work[i];
-        builder
-            .node(names[i], Lane::FrameCritical, move |cx| {
-                std::hint::black_box(cx.res::<Shared>().0);
-                w.run();
-            })
-            .after(d.iter().map(|&d| names[d]))
-            .in_set(layers[i / 16])
-            .run_if(move |cx| cx.frame() != u64::MAX - i as u64)
-            .reads::<Shared>()
-            .writes_id(AccessId::from_raw(i as u64), "own");
-    }
-    builder.build().unwrap()
-}
-
 fn gated(c: &mut Criterion) {
     let deps = benchmark_dag();
     let names = static_names("n", deps.len());
     init_bevy_pool(threads());
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let mut resources = Resources::new();
-    resources.insert(Shared(7));
+    resources.insert(GatedShared(7));
     for nanos in WORK {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
@@ -212,47 +180,6 @@ fn gated(c: &mut Criterion) {
             group.finish();
         }
     }
-}
-
-/// What every system of the gated bevy schedule reads.
-#[derive(Resource)]
-struct BevyShared(u64);
-
-/// A layer of the DAG, as a bevy set with a run condition.
-#[derive(bevy_ecs::schedule::SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
-struct Layer(usize);
-
-/// bevy's form of [`gated_graph`]: every system reads a resource and has a
-/// run condition, and so has its layer's set.
-fn bevy_gated_schedule(
-    deps: &[Vec<usize>],
-    work: &[Work],
-    executor: impl bevy_ecs::schedule::SystemExecutor + 'static,
-) -> (bevy_ecs::world::World, Schedule) {
-    let mut schedule = Schedule::default();
-    schedule.set_executor(executor);
-    for layer in 0..16 {
-        schedule.configure_sets(Layer(layer).run_if(move || layer != usize::MAX));
-    }
-    for (i, d) in deps.iter().enumerate() {
-        let w = work[i];
-        schedule.add_systems(
-            (move |shared: Res<BevyShared>| {
-                std::hint::black_box(shared.0);
-                w.run();
-            })
-            .in_set(NodeSet(i))
-            .in_set(Layer(i / 16))
-            .run_if(move || i != usize::MAX),
-        );
-        for &d in d {
-            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
-        }
-    }
-    let mut world = bevy_ecs::world::World::new();
-    world.insert_resource(BevyShared(7));
-    schedule.run(&mut world);
-    (world, schedule)
 }
 
 /// The shared resources of `access`: four counters.

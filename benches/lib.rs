@@ -743,3 +743,84 @@ pub fn init_bevy_pool(threads: usize) {
             .build()
     });
 }
+
+/// The resource every node of [`gated_graph`] reads.
+pub struct GatedShared(pub u64);
+
+/// The DAG with a condition on every node and on each layer's set, and a
+/// write of its own id and a read of [`GatedShared`] declared by every
+/// node, which each node takes through its context. The frame's
+/// `Resources` must hold a `GatedShared`.
+pub fn gated_graph(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    names: &[&'static str],
+) -> TaskGraph<engine_tasks::graph::Resources> {
+    let layers = [
+        "layer0", "layer1", "layer2", "layer3", "layer4", "layer5", "layer6", "layer7", "layer8",
+        "layer9", "layer10", "layer11", "layer12", "layer13", "layer14", "layer15",
+    ];
+    let mut builder = TaskGraph::<engine_tasks::graph::Resources>::builder();
+    for (layer, &name) in layers.iter().enumerate() {
+        builder
+            .set(name)
+            .run_if(move |cx| cx.frame() != u64::MAX - layer as u64);
+    }
+    for (i, d) in deps.iter().enumerate() {
+        let w = work[i];
+        builder
+            .node(names[i], Lane::FrameCritical, move |cx| {
+                std::hint::black_box(cx.res::<GatedShared>().0);
+                w.run();
+            })
+            .after(d.iter().map(|&d| names[d]))
+            .in_set(layers[i / 16])
+            .run_if(move |cx| cx.frame() != u64::MAX - i as u64)
+            .reads::<GatedShared>()
+            .writes_id(engine_tasks::graph::AccessId::from_raw(i as u64), "own");
+    }
+    builder.build().unwrap()
+}
+
+/// What every system of the gated bevy schedule reads.
+#[derive(bevy_ecs::prelude::Resource)]
+pub struct BevyShared(pub u64);
+
+/// A layer of the DAG, as a bevy set with a run condition.
+#[derive(bevy_ecs::schedule::SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Layer(pub usize);
+
+/// bevy's form of [`gated_graph`]: every system reads a resource and has a
+/// run condition, and so has its layer's set.
+pub fn bevy_gated_schedule(
+    deps: &[Vec<usize>],
+    work: &[Work],
+    executor: impl bevy_ecs::schedule::SystemExecutor + 'static,
+) -> (bevy_ecs::world::World, bevy_ecs::schedule::Schedule) {
+    use bevy_ecs::prelude::Res;
+    use bevy_ecs::schedule::IntoScheduleConfigs;
+    let mut schedule = bevy_ecs::schedule::Schedule::default();
+    schedule.set_executor(executor);
+    for layer in 0..16 {
+        schedule.configure_sets(Layer(layer).run_if(move || layer != usize::MAX));
+    }
+    for (i, d) in deps.iter().enumerate() {
+        let w = work[i];
+        schedule.add_systems(
+            (move |shared: Res<BevyShared>| {
+                std::hint::black_box(shared.0);
+                w.run();
+            })
+            .in_set(NodeSet(i))
+            .in_set(Layer(i / 16))
+            .run_if(move || i != usize::MAX),
+        );
+        for &d in d {
+            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
+        }
+    }
+    let mut world = bevy_ecs::world::World::new();
+    world.insert_resource(BevyShared(7));
+    schedule.run(&mut world);
+    (world, schedule)
+}
