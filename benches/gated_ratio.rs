@@ -18,7 +18,8 @@
 //!
 //! Per round it takes each runner's median frame, and the ratios of those
 //! medians; it prints the median over the rounds of each runner's frame
-//! and of each ratio, with the ratio's quartiles.
+//! and of each ratio, with the ratio's quartiles, and how many of each
+//! graph's frames ran alone, handed over, shared or planned.
 //!
 //! Paced (`rate` above 0), every frame waits for the next tick first, as a
 //! game loop does.
@@ -29,12 +30,18 @@
 
 use bevy_ecs::schedule::SingleThreadedExecutor;
 use engine_tasks::graph::Resources;
-use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks::{FrameStats, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_of, init_bevy_pool,
     median, static_names, threads, GatedShared, Pacer, Pacing, Work,
 };
+use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// Counts a graph's frame by how it ran (`FrameStats::sharing`).
+fn count(modes: &mut BTreeMap<String, usize>, stats: &FrameStats) {
+    *modes.entry(format!("{:?}", stats.sharing())).or_default() += 1;
+}
 
 /// The runners, in the order of their columns.
 const RUNNERS: [&str; 4] = [
@@ -76,6 +83,8 @@ fn main() {
         };
         // Per runner, its median frame of each round, in µs.
         let mut medians: [Vec<f64>; 4] = Default::default();
+        // Per graph, its frames by how they ran.
+        let mut modes: [BTreeMap<String, usize>; 2] = Default::default();
         for round in 0..rounds {
             for turn in 0..RUNNERS.len() {
                 let runner = (round + turn) % RUNNERS.len();
@@ -85,8 +94,8 @@ fn main() {
                     pacer.wait();
                     let start = Instant::now();
                     match runner {
-                        0 => drop(plain.run(&pool, &()).unwrap()),
-                        1 => drop(gated.run(&pool, &resources).unwrap()),
+                        0 => count(&mut modes[0], plain.run(&pool, &()).unwrap()),
+                        1 => count(&mut modes[1], gated.run(&pool, &resources).unwrap()),
                         2 => single.run(&mut world),
                         _ => single_gated.run(&mut gated_world),
                     }
@@ -109,6 +118,9 @@ fn main() {
             let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
             format!("{:.3} (quartiles {:.3}-{:.3})", at(0.5), at(0.25), at(0.75))
         };
+        for (name, modes) in RUNNERS.iter().zip(&modes) {
+            println!("  {name} frames, by how they ran: {modes:?}");
+        }
         println!("  gated / plain                {}", ratio(1, 0));
         println!("  gated / bevy single-threaded {}", ratio(1, 2));
         println!("  bevy gated / bevy            {}", ratio(3, 2));

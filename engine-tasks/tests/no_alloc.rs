@@ -48,6 +48,19 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Runs the workload until all `threads` workers of `pool` started (a
+/// worker starts when work reaches it; on a busy machine twenty rounds
+/// were not always enough), and at least twenty times.
+fn warm_up(pool: &Pool, threads: usize) {
+    for round in 0.. {
+        workload(pool);
+        if round >= 20 && pool.stats().threads_started == threads {
+            return;
+        }
+        assert!(round < 10_000, "{threads} workers never started");
+    }
+}
+
 fn workload(pool: &Pool) -> u64 {
     let sum = AtomicUsize::new(0);
     pool.parallel_for(0..50_000, 16, |i| {
@@ -62,10 +75,7 @@ fn steady_state_fork_join_makes_no_allocations() {
     ALLOCATIONS.store(0, Ordering::SeqCst);
     let pool = Pool::builder().threads(3).build().unwrap();
     // Warm-up: start every worker, touch every thread-local.
-    for _ in 0..20 {
-        workload(&pool);
-    }
-    assert_eq!(pool.stats().threads_started, 3);
+    warm_up(&pool, 3);
     let parks_before: u64 = pool.stats().parks();
     let steals_before = pool.stats().total().stolen_tasks;
 
@@ -178,10 +188,7 @@ fn steady_state_graph_frames_make_no_allocations() {
     // Warm-up: frames this light wake no sleeping thread (graph/runtime.rs),
     // so they alone may leave a worker unstarted, to be started (and its
     // name and stack allocated) by some later frame. Start all first.
-    for _ in 0..20 {
-        workload(&pool);
-    }
-    assert_eq!(pool.stats().threads_started, 3);
+    warm_up(&pool, 3);
     for _ in 0..50 {
         graph.run(&pool, &world).unwrap();
     }
@@ -271,10 +278,7 @@ fn steady_state_planned_frames_make_no_allocations() {
         frames: AtomicUsize::new(0),
         spin_nanos: AtomicU64::new(50_000),
     };
-    for _ in 0..20 {
-        workload(&pool);
-    }
-    assert_eq!(pool.stats().threads_started, 3);
+    warm_up(&pool, 3);
     for _ in 0..50 {
         graph.run(&pool, &world).unwrap();
     }
@@ -399,10 +403,7 @@ fn graphs_built_every_frame_make_no_allocations() {
             .run_if(move |_| step % 2 == 0);
     };
     // Start both workers first (frames this light might not).
-    for _ in 0..20 {
-        workload(&pool);
-    }
-    assert_eq!(pool.stats().threads_started, 2);
+    warm_up(&pool, 2);
     let mut frame = 0u64;
     let mut run_frame = |builder: &mut engine_tasks::TaskGraphBuilder<Game>,
                          graph: &mut TaskGraph<Game>,

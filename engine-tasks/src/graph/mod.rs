@@ -51,7 +51,15 @@
 //! checked after every node (every 32 nodes of an untimed graph after its
 //! first frame), the thread queues the rest in the pool and waits like any
 //! shared frame.
-//! [`FrameStats::sharing`] says which way a frame ran.
+//!
+//! A node measured in a shared frame also pays for the sharing (lines that
+//! cross cores, caches that other work emptied), so a graph of light nodes
+//! can look worth a second thread only because it is shared. With the
+//! default threshold, a graph whose nodes average under twice its node
+//! threshold therefore tries every 64th frame the other way (alone while
+//! it shares, shared while it runs alone by trial) and keeps whichever its
+//! smoothed frame times show faster. [`FrameStats::sharing`] says which
+//! way a frame ran.
 //!
 //! # Planned frames
 //!

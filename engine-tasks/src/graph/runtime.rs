@@ -55,8 +55,8 @@ mod rebuild;
 use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
-    IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY, REPRIORITIZE_EVERY,
-    REPRIORITIZE_PLANNED_EVERY,
+    SharingTrial, IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY,
+    REPRIORITIZE_EVERY, REPRIORITIZE_PLANNED_EVERY,
 };
 
 use super::access::Resources;
@@ -125,6 +125,8 @@ pub(super) struct Runtime<C: ?Sized> {
     /// runs frames alone (`alone.rs`).
     waking: bool,
     share_above: ShareThreshold,
+    /// Whether sharing pays, by trial (default threshold only).
+    trial: SharingTrial,
     plan: AlonePlan,
     /// The lane of planned frames, if this graph may run them
     /// (`planned.rs`).
@@ -204,6 +206,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // node if that shows the frame is worth a second thread.
             waking: false,
             share_above: ShareThreshold::default(),
+            trial: SharingTrial::default(),
             plan: AlonePlan::new(),
             plan_lane: None,
             ran_alone: 0,

@@ -95,7 +95,7 @@ pub(super) const BATCH_BELOW_NANOS: f64 = 250.0;
 /// of those frames over, which then took 100-130 µs instead of 40. A node
 /// that really turns heavy (a millisecond where a microsecond was
 /// expected) passes twice the threshold as easily as once.
-const HAND_OVER_MARGIN: u64 = 2;
+pub(super) const HAND_OVER_MARGIN: u64 = 2;
 
 /// When a frame run alone hands over: once the time since `start_tick`
 /// passes the frame threshold of `share_above`, and

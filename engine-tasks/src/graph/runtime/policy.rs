@@ -6,7 +6,7 @@
 use super::alone;
 use super::planned::{self, Schedule};
 use super::Runtime;
-use crate::graph::ReadyOrder;
+use crate::graph::{FrameSharing, ReadyOrder};
 use std::time::Duration;
 
 /// Priorities are recomputed from the smoothed node times every this many
@@ -78,6 +78,113 @@ pub(super) const IN_FRAME_WAIT_NANOS: f64 = 20_000.0;
 /// every frame woke the worker again. 200 ns is above that, so such a
 /// frame falls back to one thread and stays there.
 pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
+
+/// With the default [`ShareThreshold`], a graph whose frames are shared
+/// tries one frame alone (a frame that hands over if it turns out heavy)
+/// every this many frames; one whose frames the trials hold alone tries
+/// one shared frame as often (see [`SharingTrial`]). A trial that loses
+/// costs one frame its hand-over or its wake-ups: for the benchmark graph
+/// of 256 nodes of 1 µs, about 20 µs once in this many frames; 64 frames
+/// are about a second of a 60 Hz loop.
+pub(super) const TRIAL_EVERY: u32 = 64;
+
+/// Whether sharing the frames of a graph pays, found by trial, for the
+/// default [`ShareThreshold`].
+///
+/// The threshold judges a frame by its nodes' measured times, and a node
+/// measured in a shared frame also pays what sharing costs it: lines that
+/// cross cores, and in a paced loop with other work between frames, a
+/// cache that lost its lines. 256 empty nodes with run conditions and
+/// declared access, paced at 60 Hz with other work between frames,
+/// measured over [`LIGHT_NODE_NANOS`] each in shared frames and so stayed
+/// shared, taking about 70 µs a frame where frames run alone took 45.
+///
+/// So the wall time of frames that start alone (run alone, or handed over)
+/// and of frames shared from their start are both smoothed, and every
+/// [`TRIAL_EVERY`] frames that the threshold finds barely worth a second
+/// thread ([`Worth::Barely`]), one runs the other way. A trial alone faster than the shared frames
+/// holds the next frames alone; a shared trial faster than the frames that
+/// start alone ends the hold. A frame that starts alone still hands over
+/// if it turns out heavy (`alone.rs`), and those hand-overs count in the
+/// time of frames that start alone, so a graph whose work grows while held
+/// alone is shared again at the next trial.
+#[derive(Debug, Default)]
+pub(super) struct SharingTrial {
+    /// Smoothed wall time of frames that started alone, and of frames
+    /// shared from the start, in nanoseconds (0: none yet).
+    alone_nanos: f64,
+    shared_nanos: f64,
+    /// Whether frames run alone although the threshold calls for sharing.
+    hold_alone: bool,
+    /// Frames found worth sharing since the last trial.
+    since_trial: u32,
+    /// Whether the frame being run is a trial.
+    in_trial: bool,
+}
+
+impl SharingTrial {
+    /// Learns from a frame that ran as `sharing` and took `wall_nanos`, and
+    /// returns whether the next frame is shared, given what the threshold
+    /// finds it `worth`.
+    pub(super) fn next_shares(
+        &mut self,
+        worth: Worth,
+        sharing: FrameSharing,
+        wall_nanos: f64,
+    ) -> bool {
+        let started_alone = matches!(sharing, FrameSharing::Alone | FrameSharing::HandedOver);
+        let (mine, other) = if started_alone {
+            (&mut self.alone_nanos, self.shared_nanos)
+        } else {
+            (&mut self.shared_nanos, self.alone_nanos)
+        };
+        *mine = smooth(*mine, wall_nanos);
+        if std::mem::take(&mut self.in_trial) && other > 0.0 {
+            // Alone beat shared: hold. Shared beat alone: let go.
+            self.hold_alone = (wall_nanos < other) == started_alone;
+        }
+        match worth {
+            Worth::Not => return false,
+            Worth::Clearly => {
+                self.hold_alone = false;
+                return true;
+            }
+            Worth::Barely => {}
+        }
+        self.since_trial += 1;
+        if self.since_trial >= TRIAL_EVERY {
+            self.since_trial = 0;
+            self.in_trial = true;
+        }
+        self.hold_alone == self.in_trial
+    }
+}
+
+/// What the threshold finds a frame worth, by its nodes' estimates.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(super) enum Worth {
+    /// One thread: the frame is light, or its nodes are.
+    Not,
+    /// A second thread, though its nodes average under
+    /// [`HAND_OVER_MARGIN`](alone::HAND_OVER_MARGIN) times the node
+    /// threshold: a frame run alone might not hand over, so a trial can
+    /// tell which is faster.
+    Barely,
+    /// A second thread: a frame started alone would hand over at its first
+    /// look at the clock, so there is nothing to try.
+    Clearly,
+}
+
+/// An exponential average with weight 1/4 for `sample`, as the node
+/// estimates; a sample over twice the average counts as twice it, so one
+/// frame stalled by the machine does not decide a trial.
+fn smooth(average: f64, sample: f64) -> f64 {
+    if average == 0.0 {
+        sample
+    } else {
+        average * 0.75 + sample.min(average * 2.0) * 0.25
+    }
+}
 
 /// When a frame is worth a second thread: enough work in all, in nodes
 /// heavy enough on average (`TaskGraphBuilder::share_above`).
@@ -200,9 +307,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             wall.as_nanos() as f64
         };
-        let worth = self
-            .share_above
-            .worth_a_second_thread(nanos, self.estimate.len());
+        let nodes = self.estimate.len();
+        let mut worth = self.share_above.worth_a_second_thread(nanos, nodes);
+        if self.share_above == ShareThreshold::default() {
+            let margin = self.share_above.node_nanos * alone::HAND_OVER_MARGIN as f64;
+            let verdict = if !worth {
+                Worth::Not
+            } else if nanos / nodes.max(1) as f64 >= margin {
+                Worth::Clearly
+            } else {
+                Worth::Barely
+            };
+            let sharing = self.stats.sharing();
+            worth = self
+                .trial
+                .next_shares(verdict, sharing, wall.as_nanos() as f64);
+        }
         if worth != self.waking {
             self.waking = worth;
             for node in self.shared_mut().nodes.iter_mut() {

@@ -1,7 +1,7 @@
 //! Unit tests of the frame policy: when frames are shared, and how long
 //! threads linger.
 
-use super::policy::linger_ticks;
+use super::policy::{linger_ticks, SharingTrial, Worth, TRIAL_EVERY};
 use super::ShareThreshold;
 use crate::{FrameSharing, Lane, Pool, TaskGraph};
 use std::time::Duration;
@@ -114,4 +114,120 @@ fn threads_linger_only_for_short_gaps_between_frames() {
     // 3 ticks per ns: the limit scales with the tick rate.
     assert_eq!(linger_ticks(30_000.0, 1.0 / 3.0), 60_000);
     assert_eq!(linger_ticks(60_000.0, 1.0 / 3.0), 0);
+}
+
+/// Frames run as a [`SharingTrial`] decides, from the graph's first frame
+/// (alone), each taking a given wall time by how it starts.
+struct TrialFrames {
+    trial: SharingTrial,
+    shares: bool,
+}
+
+impl TrialFrames {
+    fn new() -> Self {
+        TrialFrames {
+            trial: SharingTrial::default(),
+            shares: false,
+        }
+    }
+
+    /// Runs `frames` frames the threshold finds `worth`, those that start
+    /// alone taking `alone_nanos` and shared ones `shared_nanos`; returns
+    /// whether each was shared.
+    fn run(&mut self, frames: u32, worth: Worth, alone_nanos: f64, shared_nanos: f64) -> Vec<bool> {
+        (0..frames)
+            .map(|_| {
+                let ran_shared = self.shares;
+                let (sharing, wall) = if ran_shared {
+                    (FrameSharing::Planned, shared_nanos)
+                } else {
+                    (FrameSharing::Alone, alone_nanos)
+                };
+                self.shares = self.trial.next_shares(worth, sharing, wall);
+                ran_shared
+            })
+            .collect()
+    }
+}
+
+/// How many frames of each run of `TRIAL_EVERY` ran shared. Trials come
+/// every `TRIAL_EVERY` frames, so each run holds exactly one.
+fn shared_per_round(shared: &[bool]) -> Vec<usize> {
+    shared
+        .chunks(TRIAL_EVERY as usize)
+        .map(|round| round.iter().filter(|&&s| s).count())
+        .collect()
+}
+
+/// Frames the threshold barely finds worth a second thread, but which are
+/// slower shared (70 µs) than alone (45 µs): shared until the first trial,
+/// then alone but for one shared trial in every `TRIAL_EVERY` frames.
+#[test]
+fn a_trial_alone_that_wins_holds_frames_alone() {
+    let mut frames = TrialFrames::new();
+    let first = frames.run(TRIAL_EVERY, Worth::Barely, 45e3, 70e3);
+    assert_eq!(
+        first.iter().filter(|&&s| s).count(),
+        63,
+        "shared until the trial"
+    );
+    // The trial alone won: the first shared trial comes a round later.
+    let later = frames.run(TRIAL_EVERY * 8, Worth::Barely, 45e3, 70e3);
+    assert_eq!(shared_per_round(&later), [0, 1, 1, 1, 1, 1, 1, 1]);
+}
+
+/// Where shared frames are faster, each trial alone loses; when the graph
+/// gets faster alone, the next trial holds its frames alone, and when its
+/// work grows (its frames that start alone hand over, and take longer), a
+/// shared trial lets go.
+#[test]
+fn trials_follow_whichever_way_is_faster() {
+    let round = TRIAL_EVERY as usize;
+    let mut frames = TrialFrames::new();
+    frames.run(TRIAL_EVERY * 2, Worth::Barely, 90e3, 60e3);
+    let shared = frames.run(TRIAL_EVERY * 4, Worth::Barely, 90e3, 60e3);
+    assert_eq!(shared_per_round(&shared), [round - 1; 4]);
+    frames.run(TRIAL_EVERY * 2, Worth::Barely, 30e3, 60e3);
+    let shared = frames.run(TRIAL_EVERY * 4, Worth::Barely, 30e3, 60e3);
+    assert_eq!(shared_per_round(&shared), [1; 4]);
+    frames.run(TRIAL_EVERY * 2, Worth::Barely, 120e3, 60e3);
+    let shared = frames.run(TRIAL_EVERY * 4, Worth::Barely, 120e3, 60e3);
+    assert_eq!(shared_per_round(&shared), [round - 1; 4]);
+}
+
+/// Frames clearly worth a second thread are shared with no trial, even
+/// after a hold; frames not worth one run alone.
+#[test]
+fn clear_verdicts_need_no_trial() {
+    let mut frames = TrialFrames::new();
+    frames.run(TRIAL_EVERY * 2, Worth::Barely, 45e3, 70e3);
+    let shared = frames.run(TRIAL_EVERY * 3, Worth::Clearly, 300e3, 150e3);
+    assert!(
+        shared[1..].iter().all(|&s| s),
+        "shared from the second frame"
+    );
+    let shared = frames.run(TRIAL_EVERY * 3, Worth::Not, 10e3, 80e3);
+    assert!(
+        shared[1..].iter().all(|&s| !s),
+        "alone from the second frame"
+    );
+}
+
+/// One frame stalled by the machine counts as twice the average at most,
+/// so it does not turn a trial: shared frames stay faster (60 against
+/// 90 µs alone) after one of 5 ms.
+#[test]
+fn one_stalled_frame_does_not_decide_a_trial() {
+    let round = TRIAL_EVERY as usize;
+    let mut frames = TrialFrames::new();
+    // Trials alone are the frames after each `TRIAL_EVERY`: two rounds,
+    // then a trial, the shared frames of the round, and the stall last.
+    frames.run(TRIAL_EVERY * 2, Worth::Barely, 90e3, 60e3);
+    assert_eq!(frames.run(1, Worth::Barely, 90e3, 60e3), [false]);
+    let before = frames.run(TRIAL_EVERY - 2, Worth::Barely, 90e3, 60e3);
+    assert!(before.iter().all(|&s| s));
+    assert_eq!(frames.run(1, Worth::Barely, 90e3, 5e6), [true]);
+    let shared = frames.run(TRIAL_EVERY * 4, Worth::Barely, 90e3, 60e3);
+    assert!(!shared[0], "the trial alone");
+    assert_eq!(shared_per_round(&shared), [round - 1; 4], "it lost");
 }
