@@ -5,7 +5,8 @@
 //! to tell apart.
 //!
 //! Each round runs a stretch of frames of each runner, one runner after the
-//! other, on the same threads, the runners taking turns at going first:
+//! other, on the same threads, the runners taking turns at going first,
+//! in turn forward and backward:
 //! - `plain`: the DAG as an engine-tasks graph (default pool: one worker
 //!   and this thread);
 //! - `gated`: the same DAG with a run condition on every node and on each
@@ -30,18 +31,12 @@
 
 use bevy_ecs::schedule::SingleThreadedExecutor;
 use engine_tasks::graph::Resources;
-use engine_tasks::{FrameStats, Pool, ReadyOrder};
+use engine_tasks::{FrameSharing, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_of, init_bevy_pool,
     median, static_names, threads, GatedShared, Pacer, Pacing, Work,
 };
-use std::collections::BTreeMap;
 use std::time::Instant;
-
-/// Counts a graph's frame by how it ran (`FrameStats::sharing`).
-fn count(modes: &mut BTreeMap<String, usize>, stats: &FrameStats) {
-    *modes.entry(format!("{:?}", stats.sharing())).or_default() += 1;
-}
 
 /// The runners, in the order of their columns.
 const RUNNERS: [&str; 4] = [
@@ -84,22 +79,43 @@ fn main() {
         // Per runner, its median frame of each round, in µs.
         let mut medians: [Vec<f64>; 4] = Default::default();
         // Per graph, its frames by how they ran.
-        let mut modes: [BTreeMap<String, usize>; 2] = Default::default();
+        let mut modes = [[0usize; 4]; 2];
         for round in 0..rounds {
             for turn in 0..RUNNERS.len() {
-                let runner = (round + turn) % RUNNERS.len();
+                // Forward in even rounds, backward in odd ones: each
+                // runner follows each other one equally often (paced, a
+                // graph that follows the other graph finds the workers'
+                // early wake-ups going, one that follows bevy does not).
+                let n = RUNNERS.len();
+                let step = if round % 2 == 0 { turn } else { n - turn };
+                let runner = (round / 2 + step) % n;
                 let mut pacer = Pacer::new(pacing);
                 let mut times = Vec::with_capacity(frames);
                 for _ in 0..frames {
                     pacer.wait();
                     let start = Instant::now();
-                    match runner {
-                        0 => count(&mut modes[0], plain.run(&pool, &()).unwrap()),
-                        1 => count(&mut modes[1], gated.run(&pool, &resources).unwrap()),
-                        2 => single.run(&mut world),
-                        _ => single_gated.run(&mut gated_world),
-                    }
+                    let sharing = match runner {
+                        0 => Some(plain.run(&pool, &()).unwrap().sharing()),
+                        1 => Some(gated.run(&pool, &resources).unwrap().sharing()),
+                        2 => {
+                            single.run(&mut world);
+                            None
+                        }
+                        _ => {
+                            single_gated.run(&mut gated_world);
+                            None
+                        }
+                    };
                     times.push(start.elapsed().as_secs_f64() * 1e6);
+                    if let Some(sharing) = sharing {
+                        let way = match sharing {
+                            FrameSharing::Alone => 0,
+                            FrameSharing::HandedOver => 1,
+                            FrameSharing::Shared => 2,
+                            FrameSharing::Planned => 3,
+                        };
+                        modes[runner][way] += 1;
+                    }
                 }
                 medians[runner].push(median(times));
             }
@@ -118,8 +134,11 @@ fn main() {
             let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
             format!("{:.3} (quartiles {:.3}-{:.3})", at(0.5), at(0.25), at(0.75))
         };
-        for (name, modes) in RUNNERS.iter().zip(&modes) {
-            println!("  {name} frames, by how they ran: {modes:?}");
+        for (name, [alone, handed_over, shared, planned]) in RUNNERS.iter().zip(modes) {
+            println!(
+                "  {name} frames: {alone} alone, {handed_over} handed over, {shared} shared, \
+                 {planned} planned"
+            );
         }
         println!("  gated / plain                {}", ratio(1, 0));
         println!("  gated / bevy single-threaded {}", ratio(1, 2));

@@ -461,9 +461,9 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// once the frame's wall time passes `frame_work` and twice
     /// `node_work` per node run (wall time also counts the walk between
     /// nodes and the cache misses of a thread that slept). Default: 20 µs
-    /// and 200 ns, with trials of the other way for nodes near the line
-    /// (see "Frames run alone" above); a threshold set here is followed as
-    /// it is, with no trials. Zero for both
+    /// and 200 ns, checked by trial frames run the other way (see "Frames
+    /// run alone" above); a threshold set here, even to those values, is
+    /// followed as it is, with no trials. Zero for both
     /// shares every frame (the first from its second node on);
     /// [`Duration::MAX`] for either runs every frame alone.
     ///

@@ -54,12 +54,14 @@
 //!
 //! A node measured in a shared frame also pays for the sharing (lines that
 //! cross cores, caches that other work emptied), so a graph of light nodes
-//! can look worth a second thread only because it is shared. With the
-//! default threshold, a graph whose nodes average under twice its node
-//! threshold therefore tries every 64th frame the other way (alone while
-//! it shares, shared while it runs alone by trial) and keeps whichever its
-//! smoothed frame times show faster. [`FrameStats::sharing`] says which
-//! way a frame ran.
+//! can look worth a second thread only because it is shared. So with the
+//! default threshold, while frames are worth a second thread, one frame
+//! in 64 runs the other way: alone while frames are shared, or shared
+//! while a trial holds them alone. A trial frame faster than the other
+//! way's smoothed frame time decides the frames up to the next trial. A
+//! trial alone of nodes under twice the node threshold does not hand over,
+//! and a frame held alone hands over only once its nodes are many times
+//! heavier. [`FrameStats::sharing`] says which way a frame ran.
 //!
 //! # Planned frames
 //!

@@ -364,6 +364,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     fn run_nodes(&mut self, pool_shared: &PoolShared, start: &FrameStart) -> (FrameSharing, usize) {
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         let alone = (!self.waking).then_some(&mut self.plan);
+        let margin = self.trial.hand_over_margin();
         let nanos_per_tick = self.rate.nanos_per_tick();
         let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
         let hand_over = |local: Option<&Local<'_>>, timed: bool| {
@@ -372,18 +373,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
             } else {
                 alone::CHECK_EVERY
             };
-            // Only if a worker other than this thread could help.
+            // Only if a worker other than this thread could help, and not
+            // in a trial of running alone (`SharingTrial`).
             let workers = pool_shared.worker_count();
             let this_is_a_worker = local.is_some_and(|l| l.index() < workers);
             let others = workers - usize::from(this_is_a_worker);
-            (others > 0).then(|| {
-                HandOverRule::new(
-                    self.share_above,
-                    start.start_tick,
-                    nanos_per_tick,
-                    check_every,
-                )
-            })
+            let margin = margin.filter(|_| others > 0)?;
+            Some(HandOverRule::new(
+                self.share_above,
+                start.start_tick,
+                nanos_per_tick,
+                check_every,
+                margin,
+            ))
         };
         worker::with_slot(pool_shared, |local| {
             // SAFETY: no task of this frame is queued yet.

@@ -98,8 +98,10 @@ pub(super) const BATCH_BELOW_NANOS: f64 = 250.0;
 pub(super) const HAND_OVER_MARGIN: u64 = 2;
 
 /// When a frame run alone hands over: once the time since `start_tick`
-/// passes the frame threshold of `share_above`, and
-/// [`HAND_OVER_MARGIN`] times its node threshold for the nodes run so far.
+/// passes the frame threshold of `share_above`, and a margin
+/// ([`HAND_OVER_MARGIN`], or more for a frame held alone by trial:
+/// `SharingTrial::hand_over_margin`) times its node threshold for the
+/// nodes run so far.
 pub(super) struct HandOverRule {
     start_tick: u64,
     /// The [`ShareThreshold`] in ticks: the frame's work, and a node's.
@@ -115,6 +117,7 @@ impl HandOverRule {
         start_tick: u64,
         nanos_per_tick: f64,
         check_every: u32,
+        margin: u64,
     ) -> Self {
         // Float to integer casts saturate: `Duration::MAX` stays out of
         // reach.
@@ -127,9 +130,16 @@ impl HandOverRule {
         HandOverRule {
             start_tick,
             frame_ticks: ticks(share_above.frame_nanos),
-            node_ticks: ticks(share_above.node_nanos).saturating_mul(HAND_OVER_MARGIN),
+            node_ticks: ticks(share_above.node_nanos).saturating_mul(margin),
             check_every,
         }
+    }
+
+    /// The rule with its clock started at `start_tick`: run by a frame
+    /// from its first node, since what the frame did before (its
+    /// preparation, slow in a frame that starts cold) is no node's work.
+    fn starting_at(self, start_tick: u64) -> Self {
+        HandOverRule { start_tick, ..self }
     }
 
     /// [`ShareThreshold::worth_a_second_thread`] for the frame so far, with
@@ -359,6 +369,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         let mut start = now();
         // The node count at which to look at the clock next.
         let mut next_check = hand_over.as_ref().map_or(u32::MAX, |rule| rule.check_every);
+        let hand_over =
+            hand_over.map(|rule| rule.starting_at(if timed { start } else { clock::ticks() }));
         let mut ended = (FrameSharing::Alone, plan.order.len());
         // The light nodes run since the clock was last read (module docs).
         let mut batch = [(0u32, NodeOutcome::Ran); BATCH];
@@ -596,12 +608,24 @@ mod tests {
         assert_eq!(plan.released_by(3, 2), None);
     }
 
+    /// A frame's rule counts from its first node: the frame's preparation
+    /// before it is no node's work.
+    #[test]
+    fn the_hand_over_rule_counts_from_the_first_node() {
+        let default = ShareThreshold::default();
+        let rule = HandOverRule::new(default, 0, 1.0, 1, HAND_OVER_MARGIN);
+        assert!(rule.says_hand_over(49_999, 1));
+        let rule = rule.starting_at(30_000);
+        assert!(!rule.says_hand_over(49_999, 1));
+        assert!(rule.says_hand_over(50_000, 1));
+    }
+
     #[test]
     fn the_hand_over_rule_is_the_share_threshold_in_ticks() {
         let default = ShareThreshold::default();
         let margin = HAND_OVER_MARGIN as usize;
         // 1 ns per tick; the frame started at tick 1,000.
-        let rule = HandOverRule::new(default, 1_000, 1.0, 1);
+        let rule = HandOverRule::new(default, 1_000, 1.0, 1, HAND_OVER_MARGIN);
         for (elapsed, ran) in [(19_999, 10), (20_000, 50), (20_000, 51), (50_000, 125)] {
             assert_eq!(
                 rule.says_hand_over(1_000 + elapsed, ran),
@@ -614,10 +638,10 @@ mod tests {
         assert!(rule.says_hand_over(41_000, 100));
         assert!(!rule.says_hand_over(41_000, 101));
         // 3 ticks per ns.
-        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 1);
+        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 1, HAND_OVER_MARGIN);
         assert!(!rule.says_hand_over(59_999, 1));
         assert!(rule.says_hand_over(60_000, 1));
         let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
-        assert!(!HandOverRule::new(never, 0, 1.0, 1).says_hand_over(1 << 62, 1));
+        assert!(!HandOverRule::new(never, 0, 1.0, 1, HAND_OVER_MARGIN).says_hand_over(1 << 62, 1));
     }
 }

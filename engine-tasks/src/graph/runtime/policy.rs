@@ -88,27 +88,46 @@ pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
 /// are about a second of a 60 Hz loop.
 pub(super) const TRIAL_EVERY: u32 = 64;
 
+/// How many times the usual margin a frame held alone by trial must pass
+/// before it hands over, while its nodes average under twice the node
+/// threshold ([`Worth::Barely`]). A frame that starts cold (after other
+/// work, or after a sleep) measures its nodes slower in wall time, and
+/// handing over then wakes a worker parked since the hold began, which can
+/// take longer than the rest of the frame. Four times still hands over a
+/// frame whose nodes turn several times heavier.
+pub(super) const HELD_MARGIN: u64 = 4;
+
 /// Whether sharing the frames of a graph pays, found by trial, for the
 /// default [`ShareThreshold`].
 ///
 /// The threshold judges a frame by its nodes' measured times, and a node
 /// measured in a shared frame also pays what sharing costs it: lines that
-/// cross cores, and in a paced loop with other work between frames, a
-/// cache that lost its lines. 256 empty nodes with run conditions and
-/// declared access, paced at 60 Hz with other work between frames,
+/// cross cores, and, in a paced loop with other work between the graph's
+/// frames, caches that lost its lines. 256 empty nodes with run conditions
+/// and declared access, paced at 60 Hz between stretches of other work,
 /// measured over [`LIGHT_NODE_NANOS`] each in shared frames and so stayed
 /// shared, taking about 70 µs a frame where frames run alone took 45.
 ///
-/// So the wall time of frames that start alone (run alone, or handed over)
-/// and of frames shared from their start are both smoothed, and every
-/// [`TRIAL_EVERY`] frames that the threshold finds barely worth a second
-/// thread ([`Worth::Barely`]), one runs the other way. A trial alone faster than the shared frames
-/// holds the next frames alone; a shared trial faster than the frames that
-/// start alone ends the hold. A frame that starts alone still hands over
-/// if it turns out heavy (`alone.rs`), and those hand-overs count in the
-/// time of frames that start alone, so a graph whose work grows while held
-/// alone is shared again at the next trial.
-#[derive(Debug, Default)]
+/// So the wall times of frames that start alone (run alone, or handed
+/// over) and of frames shared from their start are both smoothed, and one
+/// in every [`TRIAL_EVERY`] frames that the threshold finds worth a second
+/// thread runs the other way. A trial alone faster than the smoothed time
+/// of shared frames holds the next frames alone; a shared trial faster
+/// than the smoothed time of frames that start alone ends the hold. How a
+/// frame that starts alone may hand over ([`hand_over_margin`]) depends on
+/// what the threshold found ([`Worth`]):
+/// - nodes under twice the node threshold ([`Worth::Barely`]), where a
+///   frame run alone may well not hand over: a trial alone does not hand
+///   over, so that its time is what running alone takes, and a frame held
+///   alone hands over at [`HELD_MARGIN`] times the usual margin;
+/// - heavier nodes ([`Worth::Clearly`]), perhaps only measured so in
+///   shared frames: trials alone and frames held alone hand over at the
+///   usual margin, at once if the nodes are heavy, so a trial costs little;
+///   if they do, their time counts in that of frames that start alone, and
+///   the next shared trial ends the hold.
+///
+/// [`hand_over_margin`]: Self::hand_over_margin
+#[derive(Debug)]
 pub(super) struct SharingTrial {
     /// Smoothed wall time of frames that started alone, and of frames
     /// shared from the start, in nanoseconds (0: none yet).
@@ -116,13 +135,37 @@ pub(super) struct SharingTrial {
     shared_nanos: f64,
     /// Whether frames run alone although the threshold calls for sharing.
     hold_alone: bool,
-    /// Frames found worth sharing since the last trial.
+    /// Frames found worth sharing since the last trial, or since frames
+    /// last were not.
     since_trial: u32,
     /// Whether the frame being run is a trial.
     in_trial: bool,
+    /// The next frame's margin of hand-over (`hand_over_margin`).
+    margin: Option<u64>,
+}
+
+impl Default for SharingTrial {
+    /// Nothing measured yet, no hold, and the usual margin.
+    fn default() -> Self {
+        SharingTrial {
+            alone_nanos: 0.0,
+            shared_nanos: 0.0,
+            hold_alone: false,
+            since_trial: 0,
+            in_trial: false,
+            margin: Some(alone::HAND_OVER_MARGIN),
+        }
+    }
 }
 
 impl SharingTrial {
+    /// The margin on the node threshold at which the frame about to run
+    /// hands over if it starts alone (`HandOverRule`), or `None` for no
+    /// hand-over (see the type's docs).
+    pub(super) fn hand_over_margin(&self) -> Option<u64> {
+        self.margin
+    }
+
     /// Learns from a frame that ran as `sharing` and took `wall_nanos`, and
     /// returns whether the next frame is shared, given what the threshold
     /// finds it `worth`.
@@ -143,20 +186,25 @@ impl SharingTrial {
             // Alone beat shared: hold. Shared beat alone: let go.
             self.hold_alone = (wall_nanos < other) == started_alone;
         }
-        match worth {
-            Worth::Not => return false,
-            Worth::Clearly => {
-                self.hold_alone = false;
-                return true;
-            }
-            Worth::Barely => {}
+        let usual = Some(alone::HAND_OVER_MARGIN);
+        if worth == Worth::Not {
+            // The other way's time goes stale while frames run alone.
+            self.since_trial = 0;
+            self.margin = usual;
+            return false;
         }
         self.since_trial += 1;
         if self.since_trial >= TRIAL_EVERY {
             self.since_trial = 0;
             self.in_trial = true;
         }
-        self.hold_alone == self.in_trial
+        let shares = self.hold_alone == self.in_trial;
+        self.margin = match worth {
+            Worth::Barely if self.in_trial => None,
+            Worth::Barely if self.hold_alone => Some(alone::HAND_OVER_MARGIN * HELD_MARGIN),
+            _ => usual,
+        };
+        shares
     }
 }
 
@@ -167,11 +215,10 @@ pub(super) enum Worth {
     Not,
     /// A second thread, though its nodes average under
     /// [`HAND_OVER_MARGIN`](alone::HAND_OVER_MARGIN) times the node
-    /// threshold: a frame run alone might not hand over, so a trial can
-    /// tell which is faster.
+    /// threshold, where a frame run alone may not hand over.
     Barely,
-    /// A second thread: a frame started alone would hand over at its first
-    /// look at the clock, so there is nothing to try.
+    /// A second thread, with nodes at or over that: a frame run alone hands
+    /// over once the frame threshold has passed.
     Clearly,
 }
 
@@ -192,6 +239,16 @@ fn smooth(average: f64, sample: f64) -> f64 {
 pub(crate) struct ShareThreshold {
     pub(super) frame_nanos: f64,
     pub(super) node_nanos: f64,
+    /// Only the default is checked by trial ([`SharingTrial`]); one set
+    /// with `share_above` is followed as it is, even with the same values.
+    origin: Origin,
+}
+
+/// Where a [`ShareThreshold`] came from.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Origin {
+    Default,
+    Set,
 }
 
 impl Default for ShareThreshold {
@@ -200,6 +257,7 @@ impl Default for ShareThreshold {
         ShareThreshold {
             frame_nanos: WAKE_WORTH_NANOS,
             node_nanos: LIGHT_NODE_NANOS,
+            origin: Origin::Default,
         }
     }
 }
@@ -209,6 +267,7 @@ impl ShareThreshold {
         ShareThreshold {
             frame_nanos: frame_work.as_nanos() as f64,
             node_nanos: node_work.as_nanos() as f64,
+            origin: Origin::Set,
         }
     }
 
@@ -309,7 +368,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         };
         let nodes = self.estimate.len();
         let mut worth = self.share_above.worth_a_second_thread(nanos, nodes);
-        if self.share_above == ShareThreshold::default() {
+        if self.share_above.origin == Origin::Default {
             let margin = self.share_above.node_nanos * alone::HAND_OVER_MARGIN as f64;
             let verdict = if !worth {
                 Worth::Not

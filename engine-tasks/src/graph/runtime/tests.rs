@@ -1,7 +1,8 @@
 //! Unit tests of the frame policy: when frames are shared, and how long
 //! threads linger.
 
-use super::policy::{linger_ticks, SharingTrial, Worth, TRIAL_EVERY};
+use super::alone::HAND_OVER_MARGIN;
+use super::policy::{linger_ticks, SharingTrial, Worth, HELD_MARGIN, TRIAL_EVERY};
 use super::ShareThreshold;
 use crate::{FrameSharing, Lane, Pool, TaskGraph};
 use std::time::Duration;
@@ -195,22 +196,61 @@ fn trials_follow_whichever_way_is_faster() {
     assert_eq!(shared_per_round(&shared), [round - 1; 4]);
 }
 
-/// Frames clearly worth a second thread are shared with no trial, even
-/// after a hold; frames not worth one run alone.
+/// How frames that start alone may hand over: trials alone of nodes near
+/// the threshold not at all, frames held alone at `HELD_MARGIN` times the
+/// usual margin, and the rest (trials of heavy nodes among them) at the
+/// usual one.
 #[test]
-fn clear_verdicts_need_no_trial() {
+fn a_trial_alone_hands_over_only_where_nodes_are_heavy() {
+    let usual = Some(HAND_OVER_MARGIN);
     let mut frames = TrialFrames::new();
-    frames.run(TRIAL_EVERY * 2, Worth::Barely, 45e3, 70e3);
-    let shared = frames.run(TRIAL_EVERY * 3, Worth::Clearly, 300e3, 150e3);
-    assert!(
-        shared[1..].iter().all(|&s| s),
-        "shared from the second frame"
+    assert_eq!(frames.trial.hand_over_margin(), usual, "the first frame");
+    frames.run(TRIAL_EVERY, Worth::Barely, 45e3, 70e3);
+    assert!(!frames.shares, "a trial alone");
+    assert_eq!(frames.trial.hand_over_margin(), None);
+    assert_eq!(frames.run(1, Worth::Barely, 45e3, 70e3), [false]);
+    assert!(!frames.shares, "held alone");
+    assert_eq!(
+        frames.trial.hand_over_margin(),
+        Some(HAND_OVER_MARGIN * HELD_MARGIN)
     );
-    let shared = frames.run(TRIAL_EVERY * 3, Worth::Not, 10e3, 80e3);
+    // Heavy nodes: held frames hand over at the usual margin; so would
+    // they if they were not held.
+    frames.run(1, Worth::Clearly, 45e3, 70e3);
+    assert!(!frames.shares, "still held");
+    assert_eq!(frames.trial.hand_over_margin(), usual);
+    // Light nodes: alone, at the usual margin.
+    frames.run(1, Worth::Not, 45e3, 70e3);
+    assert_eq!(frames.trial.hand_over_margin(), usual);
+
+    // Heavy nodes, shared faster: each trial alone hands over at the usual
+    // margin, and loses.
+    let mut frames = TrialFrames::new();
+    frames.run(TRIAL_EVERY, Worth::Clearly, 300e3, 150e3);
+    assert!(!frames.shares, "a trial alone");
+    assert_eq!(frames.trial.hand_over_margin(), usual);
+    let shared = frames.run(TRIAL_EVERY * 4, Worth::Clearly, 300e3, 150e3);
+    let round = TRIAL_EVERY as usize;
+    assert_eq!(shared_per_round(&shared), [round - 1; 4]);
+}
+
+/// Frames not worth a second thread run alone, and restart the count to
+/// the next trial: the shared frames' time went stale meanwhile.
+#[test]
+fn frames_not_worth_sharing_run_alone_and_restart_the_count() {
+    let mut frames = TrialFrames::new();
+    frames.run(TRIAL_EVERY - 1, Worth::Barely, 90e3, 60e3);
+    let alone = frames.run(TRIAL_EVERY * 2, Worth::Not, 10e3, 60e3);
     assert!(
-        shared[1..].iter().all(|&s| !s),
+        alone[1..].iter().all(|&s| !s),
         "alone from the second frame"
     );
+    let shared = frames.run(TRIAL_EVERY, Worth::Barely, 90e3, 60e3);
+    assert!(
+        !shared[0],
+        "the first follows a frame that was not worth it"
+    );
+    assert!(shared[1..].iter().all(|&s| s), "no trial a round on");
 }
 
 /// One frame stalled by the machine counts as twice the average at most,
