@@ -56,8 +56,9 @@
 //! cross cores, caches that other work emptied), so a graph of light nodes
 //! can look worth a second thread only because it is shared. So with the
 //! default threshold, while frames are worth a second thread, one frame
-//! in 64 runs the other way: alone while frames are shared, or shared
-//! while a trial holds them alone. A trial frame faster than the other
+//! in 64 runs the other way: alone while frames are shared (one in 512
+//! for nodes over twice the node threshold), or shared while a trial
+//! holds them alone. A trial frame faster than the other
 //! way's smoothed frame time decides the frames up to the next trial. A
 //! trial alone of nodes under twice the node threshold does not hand over,
 //! and a frame held alone hands over only once its nodes are many times

@@ -88,6 +88,14 @@ pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
 /// are about a second of a 60 Hz loop.
 pub(super) const TRIAL_EVERY: u32 = 64;
 
+/// How often a graph of heavy nodes ([`Worth::Clearly`]) whose frames are
+/// shared tries one alone, in frames (about 8 s of a 60 Hz loop). Such a
+/// trial nearly always hands over and loses; on the benchmark graph of
+/// 256 nodes of 1 µs paced at 60 Hz it took 20-60 µs longer than the
+/// frames around it. It is there for nodes that measure heavy only
+/// because their frames are shared.
+pub(super) const CLEARLY_TRIAL_EVERY: u32 = 8 * TRIAL_EVERY;
+
 /// How many times the usual margin a frame held alone by trial must pass
 /// before it hands over, while its nodes average under twice the node
 /// threshold ([`Worth::Barely`]). A frame that starts cold (after other
@@ -111,7 +119,8 @@ pub(super) const HELD_MARGIN: u64 = 4;
 /// So the wall times of frames that start alone (run alone, or handed
 /// over) and of frames shared from their start are both smoothed, and one
 /// in every [`TRIAL_EVERY`] frames that the threshold finds worth a second
-/// thread runs the other way. A trial alone faster than the smoothed time
+/// thread runs the other way ([`CLEARLY_TRIAL_EVERY`] for a trial alone of
+/// heavy nodes). A trial alone faster than the smoothed time
 /// of shared frames holds the next frames alone; a shared trial faster
 /// than the smoothed time of frames that start alone ends the hold. How a
 /// frame that starts alone may hand over ([`hand_over_margin`]) depends on
@@ -194,7 +203,12 @@ impl SharingTrial {
             return false;
         }
         self.since_trial += 1;
-        if self.since_trial >= TRIAL_EVERY {
+        let every = if worth == Worth::Clearly && !self.hold_alone {
+            CLEARLY_TRIAL_EVERY
+        } else {
+            TRIAL_EVERY
+        };
+        if self.since_trial >= every {
             self.since_trial = 0;
             self.in_trial = true;
         }

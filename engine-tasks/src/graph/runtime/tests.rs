@@ -2,7 +2,9 @@
 //! threads linger.
 
 use super::alone::HAND_OVER_MARGIN;
-use super::policy::{linger_ticks, SharingTrial, Worth, HELD_MARGIN, TRIAL_EVERY};
+use super::policy::{
+    linger_ticks, SharingTrial, Worth, CLEARLY_TRIAL_EVERY, HELD_MARGIN, TRIAL_EVERY,
+};
 use super::ShareThreshold;
 use crate::{FrameSharing, Lane, Pool, TaskGraph};
 use std::time::Duration;
@@ -223,15 +225,16 @@ fn a_trial_alone_hands_over_only_where_nodes_are_heavy() {
     frames.run(1, Worth::Not, 45e3, 70e3);
     assert_eq!(frames.trial.hand_over_margin(), usual);
 
-    // Heavy nodes, shared faster: each trial alone hands over at the usual
-    // margin, and loses.
+    // Heavy nodes, shared faster: a trial alone every `CLEARLY_TRIAL_EVERY`
+    // frames hands over at the usual margin, and loses.
     let mut frames = TrialFrames::new();
-    frames.run(TRIAL_EVERY, Worth::Clearly, 300e3, 150e3);
+    frames.run(CLEARLY_TRIAL_EVERY, Worth::Clearly, 300e3, 150e3);
     assert!(!frames.shares, "a trial alone");
     assert_eq!(frames.trial.hand_over_margin(), usual);
-    let shared = frames.run(TRIAL_EVERY * 4, Worth::Clearly, 300e3, 150e3);
-    let round = TRIAL_EVERY as usize;
-    assert_eq!(shared_per_round(&shared), [round - 1; 4]);
+    let shared = frames.run(CLEARLY_TRIAL_EVERY * 3, Worth::Clearly, 300e3, 150e3);
+    let alone: Vec<usize> = (0..shared.len()).filter(|&i| !shared[i]).collect();
+    let every = CLEARLY_TRIAL_EVERY as usize;
+    assert_eq!(alone, [0, every, 2 * every], "the trials alone");
 }
 
 /// Frames not worth a second thread run alone, and restart the count to
