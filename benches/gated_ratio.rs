@@ -5,8 +5,8 @@
 //! to tell apart.
 //!
 //! Each round runs a stretch of frames of each runner, one runner after the
-//! other, on the same threads, the runners taking turns at going first,
-//! in turn forward and backward:
+//! other, on the same threads, in orders that balance who goes first and
+//! who follows whom (`ORDERS`):
 //! - `plain`: the DAG as an engine-tasks graph (default pool: one worker
 //!   and this thread);
 //! - `gated`: the same DAG with a run condition on every node and on each
@@ -19,8 +19,9 @@
 //!
 //! Per round it takes each runner's median frame, and the ratios of those
 //! medians; it prints the median over the rounds of each runner's frame
-//! and of each ratio, with the ratio's quartiles, and how many of each
-//! graph's frames ran alone, handed over, shared or planned.
+//! and of each ratio, with the ratio's quartiles (a median of ratios, so
+//! not the ratio of the medians above it), and how many of each graph's
+//! frames ran alone, handed over, shared or planned.
 //!
 //! Paced (`rate` above 0), every frame waits for the next tick first, as a
 //! game loop does.
@@ -45,6 +46,13 @@ const RUNNERS: [&str; 4] = [
     "bevy single-threaded",
     "bevy single-threaded, gated",
 ];
+
+/// The runners' order in a round, by round, in turn: each runner goes
+/// first once in four rounds, and directly after each other runner once
+/// (a Williams square). Paced, it matters: a graph that follows the other
+/// graph finds the workers' early wake-ups going, one that follows bevy
+/// does not.
+const ORDERS: [[usize; 4]; 4] = [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]];
 
 /// Frames per runner and round: back to back, enough for a stable median
 /// of a frame of a few µs; paced, a sixth of a second at 60 Hz.
@@ -81,14 +89,7 @@ fn main() {
         // Per graph, its frames by how they ran.
         let mut modes = [[0usize; 4]; 2];
         for round in 0..rounds {
-            for turn in 0..RUNNERS.len() {
-                // Forward in even rounds, backward in odd ones: each
-                // runner follows each other one equally often (paced, a
-                // graph that follows the other graph finds the workers'
-                // early wake-ups going, one that follows bevy does not).
-                let n = RUNNERS.len();
-                let step = if round % 2 == 0 { turn } else { n - turn };
-                let runner = (round / 2 + step) % n;
+            for &runner in &ORDERS[round % ORDERS.len()] {
                 let mut pacer = Pacer::new(pacing);
                 let mut times = Vec::with_capacity(frames);
                 for _ in 0..frames {

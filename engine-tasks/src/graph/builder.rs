@@ -458,9 +458,11 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// least `frame_work` of node time (of wall time, untimed) and their
     /// nodes averaged at least `node_work`; otherwise (and in the first
     /// frame) the frame's thread runs it alone, and hands the rest over
-    /// once the frame's wall time passes `frame_work` and twice
-    /// `node_work` per node run (wall time also counts the walk between
-    /// nodes and the cache misses of a thread that slept). Default: 20 µs
+    /// once the wall time since its first node passes `frame_work` and
+    /// twice `node_work` per node run (wall time also counts the walk
+    /// between nodes and the cache misses of a thread that slept; under
+    /// the default, a trial may set that margin higher, or run a frame
+    /// alone with no hand-over). Default: 20 µs
     /// and 200 ns, checked by trial frames run the other way (see "Frames
     /// run alone" above); a threshold set here, even to those values, is
     /// followed as it is, with no trials. Zero for both

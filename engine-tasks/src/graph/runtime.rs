@@ -364,7 +364,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     fn run_nodes(&mut self, pool_shared: &PoolShared, start: &FrameStart) -> (FrameSharing, usize) {
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         let alone = (!self.waking).then_some(&mut self.plan);
-        let margin = self.trial.hand_over_margin();
+        let margin = self.share_above.hand_over_margin(&self.trial);
         let nanos_per_tick = self.rate.nanos_per_tick();
         let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
         let hand_over = |local: Option<&Local<'_>>, timed: bool| {
@@ -381,7 +381,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let margin = margin.filter(|_| others > 0)?;
             Some(HandOverRule::new(
                 self.share_above,
-                start.start_tick,
                 nanos_per_tick,
                 check_every,
                 margin,

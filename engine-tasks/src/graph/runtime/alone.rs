@@ -19,8 +19,8 @@
 //! A frame can turn out heavier than the ones before it, and a graph's
 //! first frame has nothing before it (so it starts alone too). After every
 //! node of a timed graph or of a first frame, and every [`CHECK_EVERY`]
-//! nodes otherwise, the thread checks the time the frame has taken so far
-//! against the same rule; once it says yes, the thread *hands over*: it
+//! nodes otherwise, the thread checks the time since the frame's first
+//! node against the same rule; once it says yes, the thread *hands over*: it
 //! counts down the frame's latch for the sinks that already ran, completes
 //! the countdowns of the nodes that ran and counts their releases of those
 //! that did not (plain stores, `Countdown::complete_alone` and
@@ -112,9 +112,10 @@ pub(super) struct HandOverRule {
 }
 
 impl HandOverRule {
+    /// The rule for `share_above` with `margin`, its clock not started
+    /// yet (`starting_at`).
     pub(super) fn new(
         share_above: ShareThreshold,
-        start_tick: u64,
         nanos_per_tick: f64,
         check_every: u32,
         margin: u64,
@@ -128,7 +129,7 @@ impl HandOverRule {
             down.saturating_add(u64::from((down as f64) < exact))
         };
         HandOverRule {
-            start_tick,
+            start_tick: 0,
             frame_ticks: ticks(share_above.frame_nanos),
             node_ticks: ticks(share_above.node_nanos).saturating_mul(margin),
             check_every,
@@ -143,8 +144,8 @@ impl HandOverRule {
     }
 
     /// [`ShareThreshold::worth_a_second_thread`] for the frame so far, with
-    /// [`HAND_OVER_MARGIN`] on its node threshold, at tick `now` after
-    /// `ran` nodes, in integers.
+    /// the rule's margin on its node threshold, at tick `now` after `ran`
+    /// nodes, in integers.
     fn says_hand_over(&self, now: u64, ran: u32) -> bool {
         let elapsed = now.wrapping_sub(self.start_tick);
         elapsed >= self.frame_ticks && elapsed >= self.node_ticks.saturating_mul(u64::from(ran))
@@ -342,7 +343,9 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// all of them, [`FrameSharing::Alone`]; or fewer,
     /// [`FrameSharing::HandedOver`], once the ready rest is queued in the
     /// pool (then wait for the frame's latch). Without a `hand_over` rule
-    /// (no other thread could help) it never hands over. With the frame's
+    /// (no other thread could help, or the frame is a trial of running
+    /// alone: `SharingTrial`) it never hands over; the rule's clock starts
+    /// at the first node. With the frame's
     /// caches cold, it prefetches what the nodes ahead of it read
     /// (`Shared::prefetch_ahead`).
     ///
@@ -613,7 +616,7 @@ mod tests {
     #[test]
     fn the_hand_over_rule_counts_from_the_first_node() {
         let default = ShareThreshold::default();
-        let rule = HandOverRule::new(default, 0, 1.0, 1, HAND_OVER_MARGIN);
+        let rule = HandOverRule::new(default, 1.0, 1, HAND_OVER_MARGIN);
         assert!(rule.says_hand_over(49_999, 1));
         let rule = rule.starting_at(30_000);
         assert!(!rule.says_hand_over(49_999, 1));
@@ -625,7 +628,7 @@ mod tests {
         let default = ShareThreshold::default();
         let margin = HAND_OVER_MARGIN as usize;
         // 1 ns per tick; the frame started at tick 1,000.
-        let rule = HandOverRule::new(default, 1_000, 1.0, 1, HAND_OVER_MARGIN);
+        let rule = HandOverRule::new(default, 1.0, 1, HAND_OVER_MARGIN).starting_at(1_000);
         for (elapsed, ran) in [(19_999, 10), (20_000, 50), (20_000, 51), (50_000, 125)] {
             assert_eq!(
                 rule.says_hand_over(1_000 + elapsed, ran),
@@ -638,10 +641,10 @@ mod tests {
         assert!(rule.says_hand_over(41_000, 100));
         assert!(!rule.says_hand_over(41_000, 101));
         // 3 ticks per ns.
-        let rule = HandOverRule::new(default, 0, 1.0 / 3.0, 1, HAND_OVER_MARGIN);
+        let rule = HandOverRule::new(default, 1.0 / 3.0, 1, HAND_OVER_MARGIN);
         assert!(!rule.says_hand_over(59_999, 1));
         assert!(rule.says_hand_over(60_000, 1));
         let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
-        assert!(!HandOverRule::new(never, 0, 1.0, 1, HAND_OVER_MARGIN).says_hand_over(1 << 62, 1));
+        assert!(!HandOverRule::new(never, 1.0, 1, HAND_OVER_MARGIN).says_hand_over(1 << 62, 1));
     }
 }

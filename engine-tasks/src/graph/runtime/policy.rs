@@ -131,9 +131,14 @@ pub(super) const HELD_MARGIN: u64 = 4;
 ///   alone hands over at [`HELD_MARGIN`] times the usual margin;
 /// - heavier nodes ([`Worth::Clearly`]), perhaps only measured so in
 ///   shared frames: trials alone and frames held alone hand over at the
-///   usual margin, at once if the nodes are heavy, so a trial costs little;
-///   if they do, their time counts in that of frames that start alone, and
+///   usual margin (as soon as the frame threshold has passed, if the
+///   nodes are heavy), so a trial costs the frame a hand-over; if they do
+///   hand over, their time counts in that of frames that start alone, and
 ///   the next shared trial ends the hold.
+///
+/// Frames not worth a second thread run alone, at the usual margin, and
+/// pause the count to the next trial. A graph held alone tries sharing
+/// every [`TRIAL_EVERY`] frames, whatever its nodes.
 ///
 /// [`hand_over_margin`]: Self::hand_over_margin
 #[derive(Debug)]
@@ -144,8 +149,8 @@ pub(super) struct SharingTrial {
     shared_nanos: f64,
     /// Whether frames run alone although the threshold calls for sharing.
     hold_alone: bool,
-    /// Frames found worth sharing since the last trial, or since frames
-    /// last were not.
+    /// Frames found worth sharing since the last trial (frames that are
+    /// not run alone and do not count).
     since_trial: u32,
     /// Whether the frame being run is a trial.
     in_trial: bool,
@@ -197,8 +202,6 @@ impl SharingTrial {
         }
         let usual = Some(alone::HAND_OVER_MARGIN);
         if worth == Worth::Not {
-            // The other way's time goes stale while frames run alone.
-            self.since_trial = 0;
             self.margin = usual;
             return false;
         }
@@ -282,6 +285,18 @@ impl ShareThreshold {
             frame_nanos: frame_work.as_nanos() as f64,
             node_nanos: node_work.as_nanos() as f64,
             origin: Origin::Set,
+        }
+    }
+
+    /// The margin on the node threshold at which the next frame hands
+    /// over if it starts alone (`HandOverRule`), or `None` for no
+    /// hand-over: as `trial` says for the default threshold, the usual
+    /// [`HAND_OVER_MARGIN`](alone::HAND_OVER_MARGIN) for one that was set
+    /// (whatever a trial of an earlier build left).
+    pub(super) fn hand_over_margin(&self, trial: &SharingTrial) -> Option<u64> {
+        match self.origin {
+            Origin::Default => trial.hand_over_margin(),
+            Origin::Set => Some(alone::HAND_OVER_MARGIN),
         }
     }
 

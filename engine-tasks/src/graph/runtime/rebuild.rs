@@ -6,7 +6,7 @@
 
 use super::frame::closure_address;
 use super::memory::Rebuild;
-use super::{Runtime, UNKNOWN};
+use super::{Runtime, SharingTrial, UNKNOWN};
 use crate::graph::builder::TaskGraphBuilder;
 use crate::graph::compile::Target;
 use crate::graph::shape::BuildId;
@@ -80,6 +80,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // epochs.
         self.counted_frames = 0;
         self.stats.reset(n);
+        if builder.share_above != self.share_above {
+            // What trials learnt was learnt under the old threshold.
+            self.trial = SharingTrial::default();
+        }
         self.share_above = builder.share_above;
         self.ran_alone = 0;
         self.set_names.clear();

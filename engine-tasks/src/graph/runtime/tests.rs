@@ -237,10 +237,10 @@ fn a_trial_alone_hands_over_only_where_nodes_are_heavy() {
     assert_eq!(alone, [0, every, 2 * every], "the trials alone");
 }
 
-/// Frames not worth a second thread run alone, and restart the count to
-/// the next trial: the shared frames' time went stale meanwhile.
+/// Frames not worth a second thread run alone and pause the count to the
+/// next trial: a graph whose verdict keeps flipping still gets its trials.
 #[test]
-fn frames_not_worth_sharing_run_alone_and_restart_the_count() {
+fn frames_not_worth_sharing_run_alone_and_pause_the_count() {
     let mut frames = TrialFrames::new();
     frames.run(TRIAL_EVERY - 1, Worth::Barely, 90e3, 60e3);
     let alone = frames.run(TRIAL_EVERY * 2, Worth::Not, 10e3, 60e3);
@@ -253,7 +253,27 @@ fn frames_not_worth_sharing_run_alone_and_restart_the_count() {
         !shared[0],
         "the first follows a frame that was not worth it"
     );
-    assert!(shared[1..].iter().all(|&s| s), "no trial a round on");
+    assert!(!shared[1], "the trial alone, due after the paused count");
+    assert!(shared[2..].iter().all(|&s| s), "it lost");
+}
+
+/// A threshold set with `share_above` hands over at the usual margin,
+/// whatever a trial under the default left (a rebuild keeps the trial's
+/// state unless the threshold changes).
+#[test]
+fn a_threshold_that_was_set_ignores_the_trials() {
+    let mut frames = TrialFrames::new();
+    frames.run(TRIAL_EVERY, Worth::Barely, 45e3, 70e3);
+    assert_eq!(
+        frames.trial.hand_over_margin(),
+        None,
+        "a trial alone is due"
+    );
+    let default = ShareThreshold::default();
+    assert_eq!(default.hand_over_margin(&frames.trial), None);
+    let set = ShareThreshold::new(Duration::from_micros(20), Duration::from_nanos(200));
+    assert_ne!(set, default, "set, though to the same values");
+    assert_eq!(set.hand_over_margin(&frames.trial), Some(HAND_OVER_MARGIN));
 }
 
 /// One frame stalled by the machine counts as twice the average at most,
