@@ -722,14 +722,32 @@ pub fn bevy_schedule(
     use bevy_ecs::schedule::IntoScheduleConfigs;
     let mut schedule = bevy_ecs::schedule::Schedule::default();
     schedule.set_executor(executor);
+    bevy_dag(
+        deps,
+        schedule,
+        bevy_ecs::world::World::new(),
+        |schedule, i| {
+            let w = work[i];
+            schedule.add_systems((move || w.run()).in_set(NodeSet(i)));
+        },
+    )
+}
+
+/// `schedule` with system `i` (in set `NodeSet(i)`) added by `add`, for
+/// each node of `deps`, ordered by its edges; run once on `world`.
+fn bevy_dag(
+    deps: &[Vec<usize>],
+    mut schedule: bevy_ecs::schedule::Schedule,
+    mut world: bevy_ecs::world::World,
+    mut add: impl FnMut(&mut bevy_ecs::schedule::Schedule, usize),
+) -> (bevy_ecs::world::World, bevy_ecs::schedule::Schedule) {
+    use bevy_ecs::schedule::IntoScheduleConfigs;
     for (i, d) in deps.iter().enumerate() {
-        let w = work[i];
-        schedule.add_systems((move || w.run()).in_set(NodeSet(i)));
+        add(&mut schedule, i);
         for &d in d {
             schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
         }
     }
-    let mut world = bevy_ecs::world::World::new();
     schedule.run(&mut world);
     (world, schedule)
 }
@@ -804,7 +822,9 @@ pub fn bevy_gated_schedule(
     for layer in 0..16 {
         schedule.configure_sets(Layer(layer).run_if(move || layer != usize::MAX));
     }
-    for (i, d) in deps.iter().enumerate() {
+    let mut world = bevy_ecs::world::World::new();
+    world.insert_resource(BevyShared(7));
+    bevy_dag(deps, schedule, world, |schedule, i| {
         let w = work[i];
         schedule.add_systems(
             (move |shared: Res<BevyShared>| {
@@ -815,12 +835,5 @@ pub fn bevy_gated_schedule(
             .in_set(Layer(i / 16))
             .run_if(move || i != usize::MAX),
         );
-        for &d in d {
-            schedule.configure_sets(NodeSet(i).after(NodeSet(d)));
-        }
-    }
-    let mut world = bevy_ecs::world::World::new();
-    world.insert_resource(BevyShared(7));
-    schedule.run(&mut world);
-    (world, schedule)
+    })
 }
