@@ -58,10 +58,10 @@
 //! default threshold, while frames are worth a second thread, one frame
 //! in 64 runs the other way: alone while frames are shared (one in 512
 //! for nodes over twice the node threshold), or shared while a trial
-//! holds them alone. A trial frame faster than the other
-//! way's smoothed frame time decides the frames up to the next trial. A
-//! trial alone of nodes under twice the node threshold does not hand over,
-//! and a frame held alone hands over only once its nodes are many times
+//! holds them alone. A trial frame faster than the other way's smoothed
+//! frame time decides the frames up to the next trial. A trial alone of
+//! nodes under twice the node threshold does not hand over, and a frame
+//! of such nodes held alone hands over only once they are many times
 //! heavier. [`FrameStats::sharing`] says which way a frame ran.
 //!
 //! # Planned frames

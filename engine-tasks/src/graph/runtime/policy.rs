@@ -80,11 +80,10 @@ pub(super) const IN_FRAME_WAIT_NANOS: f64 = 20_000.0;
 pub(super) const LIGHT_NODE_NANOS: f64 = 200.0;
 
 /// With the default [`ShareThreshold`], a graph whose frames are shared
-/// tries one frame alone (a frame that hands over if it turns out heavy)
-/// every this many frames; one whose frames the trials hold alone tries
-/// one shared frame as often (see [`SharingTrial`]). A trial that loses
-/// costs one frame its hand-over or its wake-ups: for the benchmark graph
-/// of 256 nodes of 1 µs, about 20 µs once in this many frames; 64 frames
+/// tries one frame alone every this many frames, and one whose frames the
+/// trials hold alone tries one shared frame as often (see
+/// [`SharingTrial`]). A trial that loses costs one frame: run alone where
+/// sharing was faster, or shared with a worker that had parked. 64 frames
 /// are about a second of a 60 Hz loop.
 pub(super) const TRIAL_EVERY: u32 = 64;
 
