@@ -1049,16 +1049,24 @@ fn random_graphs_with_sets_conditions_and_accesses() {
     }
 }
 
-/// Frames that follow an idle gap of the pool (a paced loop's sleep) run
-/// alone with what their next nodes read prefetched: every node still runs
-/// once per frame after its dependencies, whether the frame stays alone or
-/// hands the rest over once a node turns heavy.
 /// Names `{prefix}{chain}_{link}` for `chains` chains of `links` nodes,
 /// chain after chain, leaked for `'static` node names.
 fn chain_names(prefix: &str, chains: usize, links: usize) -> Vec<&'static str> {
     (0..chains * links)
         .map(|i| &*Box::leak(format!("{prefix}{}_{}", i / links, i % links).into_boxed_str()))
         .collect()
+}
+
+/// Checks a frame's `log` of the chains of `chain_names`, `links` nodes
+/// each: every node ran once, after the one before it in its chain.
+fn chains_ran_once_in_order(log: &[&str], names: &[&str], links: usize, frame: usize) {
+    assert_eq!(log.len(), names.len(), "frame {frame}: {log:?}");
+    for (i, &name) in names.iter().enumerate() {
+        assert_eq!(log.iter().filter(|&&n| n == name).count(), 1, "{name}");
+        if i % links != 0 {
+            assert!(position(log, names[i - 1]) < position(log, name));
+        }
+    }
 }
 
 /// Planned frames after a sleep prefetch along each walker's list: every
@@ -1091,14 +1099,7 @@ fn planned_frames_after_a_sleep_run_every_node_once_in_order() {
         let log = Log::default();
         let stats = graph.run(&pool, &log).unwrap();
         planned += usize::from(stats.sharing() == FrameSharing::Planned);
-        let log = log.take();
-        assert_eq!(log.len(), names.len(), "frame {frame}: {log:?}");
-        for (i, &name) in names.iter().enumerate() {
-            assert_eq!(log.iter().filter(|&&n| n == name).count(), 1, "{name}");
-            if i % LINKS != 0 {
-                assert!(position(&log, names[i - 1]) < position(&log, name));
-            }
-        }
+        chains_ran_once_in_order(&log.take(), names, LINKS, frame);
     }
     // The first frame runs alone; every later one is shared and planned.
     assert_eq!(planned, 29);
@@ -1155,6 +1156,10 @@ fn gated_frames_after_a_sleep_apply_every_rule() {
     }
 }
 
+/// Frames that follow an idle gap of the pool (a paced loop's sleep) run
+/// alone with what their next nodes read prefetched: every node still runs
+/// once per frame after its dependencies, whether the frame stays alone or
+/// hands the rest over once a node turns heavy.
 #[test]
 fn light_frames_after_a_sleep_run_every_node_once_in_order() {
     const CHAINS: usize = 5;
@@ -1186,13 +1191,6 @@ fn light_frames_after_a_sleep_run_every_node_once_in_order() {
         );
         let data = (Log::default(), &heavy);
         graph.run(&pool, &data).unwrap();
-        let log = data.0.take();
-        assert_eq!(log.len(), names.len(), "frame {frame}: {log:?}");
-        for (i, &name) in names.iter().enumerate() {
-            assert_eq!(log.iter().filter(|&&n| n == name).count(), 1, "{name}");
-            if i % LINKS != 0 {
-                assert!(position(&log, names[i - 1]) < position(&log, name));
-            }
-        }
+        chains_ran_once_in_order(&data.0.take(), names, LINKS, frame);
     }
 }
