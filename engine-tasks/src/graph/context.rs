@@ -225,8 +225,13 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     #[inline]
     fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
         let type_id = TypeId::of::<T>();
-        let Some(at) = self.typed.iter().position(|t| t.type_id == type_id) else {
-            self.undeclared::<T>(mode)
+        // Most nodes declare one type, or ask for their first most.
+        let at = match self.typed.first() {
+            Some(first) if first.type_id == type_id => 0,
+            _ => match self.typed.iter().position(|t| t.type_id == type_id) {
+                Some(at) => at,
+                None => self.undeclared::<T>(mode),
+            },
         };
         let entry = &self.typed[at];
         if mode == AccessMode::Write && entry.mode == AccessMode::Read {

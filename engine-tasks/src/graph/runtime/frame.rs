@@ -326,14 +326,14 @@ impl<C: ?Sized + Sync> Shared<C> {
         if gates.any_disabled && gates.disabled[index as usize] {
             return NodeOutcome::Off;
         }
-        let (typed, overflow) = gates.access_of(index);
-        for count in overflow.iter().flat_map(|line| line.iter()) {
+        let rules = gates.rules_of(index);
+        for count in rules.overflow.iter().flat_map(|line| line.iter()) {
             // Relaxed: only this thread counts while the node runs; the
             // frame orders this run after the last (`context.rs`).
             count.store(0, Ordering::Relaxed);
         }
         let inline: InlineBorrows;
-        let borrows: &[AtomicI32] = if typed.is_empty() {
+        let borrows: &[AtomicI32] = if rules.typed.is_empty() {
             &[]
         } else {
             inline = Default::default();
@@ -344,9 +344,9 @@ impl<C: ?Sized + Sync> Shared<C> {
             pool: frame.pool,
             frame: frame.number,
             name: &node.name,
-            typed,
+            typed: rules.typed,
             borrows,
-            overflow,
+            overflow: rules.overflow,
             not_sync: PhantomData,
         };
         let _span = instrument::node(node.label, node.lane);
@@ -355,7 +355,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let body = unsafe { &mut *node.body.get() };
         let run = || {
             faults::maybe_panic(Site::NodeBody);
-            if gates.any_conditions && !gates.conditions_hold(index, &cx, frame.epoch) {
+            if !gates.conditions_hold(&rules, &cx, frame.epoch) {
                 return NodeOutcome::Off;
             }
             body(&cx);

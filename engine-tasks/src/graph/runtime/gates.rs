@@ -26,11 +26,8 @@ use crossbeam_utils::CachePadded;
 pub(super) struct Gates<C: ?Sized> {
     /// Per node: disabled, by its own toggle or one of its sets'.
     pub(super) disabled: Vec<bool>,
-    /// Whether any node is disabled, has run conditions, or declared a
-    /// resource type: a graph that uses none of these skips their look-ups.
+    /// Whether any node is disabled: a graph with none skips the look-up.
     pub(super) any_disabled: bool,
-    pub(super) any_conditions: bool,
-    pub(super) any_access: bool,
     pub(super) conditions: Vec<Condition<C>>,
     /// Per node: where its entries in `checks` and `typed` are; empty if
     /// no node has conditions or resource types.
@@ -94,8 +91,6 @@ impl<C: ?Sized> Gates<C> {
         Gates {
             disabled: Vec::new(),
             any_disabled: false,
-            any_conditions: false,
-            any_access: false,
             conditions: Vec::new(),
             spans: Vec::new(),
             checks: Vec::new(),
@@ -183,10 +178,8 @@ impl<C: ?Sized> Gates<C> {
         self.overflow
             .resize_with(overflow_lines as usize, Default::default);
         self.any_disabled = false;
-        self.any_conditions = !self.conditions.is_empty();
-        self.any_access = !self.typed.is_empty();
-        if !self.any_conditions && !self.any_access {
-            // No rules to look up or prefetch.
+        if self.conditions.is_empty() && self.typed.is_empty() {
+            // No rules to look up or prefetch: `rules_of` finds no span.
             self.spans.clear();
         }
         self.resolved_for = None;
@@ -205,21 +198,27 @@ impl<C: ?Sized> Gates<C> {
         self.resolved_for = Some(resources.key());
     }
 
-    /// Node `index`'s resource types and the lines of its borrow counts
-    /// past the first [`INLINE_BORROWS`]; empty if no node declared one.
+    /// Node `index`'s rules, looked up once for a run of it: none if no
+    /// node of the graph has conditions or resource types.
     #[inline]
-    pub(super) fn access_of(&self, index: u32) -> (&[TypedAccess], &[BorrowLine]) {
-        if !self.any_access {
-            return (&[], &[]);
-        }
-        let span = &self.spans[index as usize];
+    pub(super) fn rules_of(&self, index: u32) -> NodeRules<'_> {
+        // `spans` is empty when no node has rules: one compare for a plain
+        // graph.
+        let Some(span) = self.spans.get(index as usize) else {
+            return NodeRules::NONE;
+        };
         let typed = &self.typed[span.typed as usize..span.typed_end as usize];
-        if typed.len() <= INLINE_BORROWS {
-            return (typed, &[]);
+        let overflow: &[BorrowLine] = if typed.len() <= INLINE_BORROWS {
+            &[]
+        } else {
+            let first = span.overflow_line as usize;
+            &self.overflow[first..first + overflow_lines(typed.len())]
+        };
+        NodeRules {
+            span: Some(span),
+            typed,
+            overflow,
         }
-        let lines = overflow_lines(typed.len());
-        let first = span.overflow_line as usize;
-        (typed, &self.overflow[first..first + lines])
     }
 
     /// Asks the CPU to bring node `index`'s span into the cache, if the
@@ -249,12 +248,20 @@ impl<C: ?Sized> Gates<C> {
         }
     }
 
-    /// Whether node `index` runs this frame: the conditions of each of its
-    /// sets (each set's evaluated once per frame, by the first of its nodes
-    /// to ask), then its own, stopping at the first that does not hold.
+    /// Whether the node of `rules` runs this frame: the conditions of each
+    /// of its sets (each set's evaluated once per frame, by the first of its
+    /// nodes to ask), then its own, stopping at the first that does not
+    /// hold.
     #[inline]
-    pub(super) fn conditions_hold(&self, index: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
-        let span = &self.spans[index as usize];
+    pub(super) fn conditions_hold(
+        &self,
+        rules: &NodeRules<'_>,
+        cx: &NodeContext<'_, C>,
+        epoch: u64,
+    ) -> bool {
+        let Some(span) = rules.span else {
+            return true;
+        };
         let holds = |condition: u32| (self.conditions[condition as usize])(cx);
         let set_holds = |set: u32| {
             self.set_gates[set as usize].answer(epoch, || {
@@ -273,6 +280,24 @@ impl<C: ?Sized> Gates<C> {
         (span.set == NONE || set_holds(span.set))
             && (span.condition == NONE || holds(span.condition))
     }
+}
+
+/// One node's rules for one run of it ([`Gates::rules_of`]).
+pub(super) struct NodeRules<'g> {
+    /// Where its checks are; `None` if no node has rules.
+    span: Option<&'g GateSpan>,
+    /// Its resource types.
+    pub(super) typed: &'g [TypedAccess],
+    /// The lines of its borrow counts past the first [`INLINE_BORROWS`].
+    pub(super) overflow: &'g [BorrowLine],
+}
+
+impl NodeRules<'_> {
+    const NONE: Self = NodeRules {
+        span: None,
+        typed: &[],
+        overflow: &[],
+    };
 }
 
 /// How many lines of borrow counts a node of `types` resource types has
