@@ -43,18 +43,30 @@ impl FrameGate {
     /// one of the threads that ask in that frame, the others get its answer.
     #[inline]
     pub(crate) fn answer(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
+        match self.known(epoch) {
+            Some(answer) => answer,
+            None => self.ask(epoch, evaluate),
+        }
+    }
+
+    /// Frame `epoch`'s answer if it was worked out already; `None` if not
+    /// (then ask with [`answer`](Self::answer)). The usual case, for every
+    /// node of a set but the first: kept apart so that a caller can keep
+    /// the evaluation out of line.
+    #[inline]
+    pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
         debug_assert!(epoch > 0 && epoch < 1 << 62);
-        // Acquire: as in `ask`. The usual case, inline: answered already.
+        // Acquire: as in `ask`.
         let word = self.state.load(Ordering::Acquire);
         // Two whole-word compares: fewer instructions than taking the word
-        // apart, on the path every node of a set takes.
+        // apart.
         if word == epoch << 2 | YES {
-            return true;
+            Some(true)
+        } else if word == epoch << 2 | NO {
+            Some(false)
+        } else {
+            None
         }
-        if word == epoch << 2 | NO {
-            return false;
-        }
-        self.ask(epoch, evaluate)
     }
 
     /// `answer` when the frame's answer is not known yet: evaluates, or

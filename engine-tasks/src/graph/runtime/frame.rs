@@ -9,7 +9,7 @@ use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
 use crate::graph::builder::{Body, Name};
-use crate::graph::context::InlineBorrows;
+use crate::graph::context::{BorrowLine, InlineBorrows};
 use crate::graph::run_record::{NodeOutcome, RunRecord};
 use crate::graph::NodeContext;
 use crate::lane::Lane;
@@ -327,10 +327,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             return NodeOutcome::Off;
         }
         let rules = gates.rules_of(index);
-        for count in rules.overflow.iter().flat_map(|line| line.iter()) {
-            // Relaxed: only this thread counts while the node runs; the
-            // frame orders this run after the last (`context.rs`).
-            count.store(0, Ordering::Relaxed);
+        if !rules.overflow.is_empty() {
+            zero_counts(rules.overflow);
         }
         let inline: InlineBorrows;
         let borrows: &[AtomicI32] = if rules.typed.is_empty() {
@@ -677,6 +675,18 @@ pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
             graph.done.count_down();
         }
     });
+}
+
+/// Zeroes the borrow counts of a node past its first `INLINE_BORROWS`
+/// types, before it runs (`context.rs`). Out of line: few nodes have any.
+#[cold]
+#[inline(never)]
+fn zero_counts(lines: &[BorrowLine]) {
+    for count in lines.iter().flat_map(|line| line.iter()) {
+        // Relaxed: only this thread counts while the node runs; the frame
+        // orders this run after the last (`context.rs`).
+        count.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Asks the CPU to start loading the cache line of `value`: a hint with no

@@ -263,11 +263,9 @@ impl<C: ?Sized> Gates<C> {
             return true;
         };
         let holds = |condition: u32| (self.conditions[condition as usize])(cx);
-        let set_holds = |set: u32| {
-            self.set_gates[set as usize].answer(epoch, || {
-                let conditions = self.set_conditions.row(set as usize);
-                conditions.iter().all(|&c| holds(c))
-            })
+        let set_holds = |set: u32| match self.set_gates[set as usize].known(epoch) {
+            Some(answer) => answer,
+            None => self.ask_set(set, cx, epoch),
         };
         if span.checks != span.checks_end {
             return self.checks[span.checks as usize..span.checks_end as usize]
@@ -279,6 +277,20 @@ impl<C: ?Sized> Gates<C> {
         }
         (span.set == NONE || set_holds(span.set))
             && (span.condition == NONE || holds(span.condition))
+    }
+
+    /// Set `set`'s answer for frame `epoch` when the frame has none yet:
+    /// its conditions, evaluated here or by the thread that got there
+    /// first. Out of line: once per set and frame.
+    #[cold]
+    #[inline(never)]
+    fn ask_set(&self, set: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
+        self.set_gates[set as usize].answer(epoch, || {
+            let conditions = self.set_conditions.row(set as usize);
+            conditions
+                .iter()
+                .all(|&c| (self.conditions[c as usize])(cx))
+        })
     }
 }
 
