@@ -183,6 +183,72 @@ fn conditions_skip_nodes_without_skipping_their_dependents() {
     );
 }
 
+/// A set answered by a frame run alone, which then hands its nodes over:
+/// the set's condition still runs once per frame, the threads that run
+/// the set's other nodes after the hand-over take its answer, and a shared
+/// frame after it evaluates it once again.
+#[test]
+fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
+    for open in [true, false] {
+        let mut b = TaskGraph::<Gated>::builder();
+        // The first frame starts alone and hands over 500 µs after its
+        // first node: right after `heavy`, which runs after `first`, the
+        // node that asks the set first.
+        b.share_above(
+            std::time::Duration::from_micros(500),
+            std::time::Duration::ZERO,
+        );
+        b.set("gate").run_if(|cx| {
+            cx.data().set_checks.fetch_add(1, Ordering::Relaxed);
+            cx.data().open.load(Ordering::Relaxed)
+        });
+        b.node("first", Lane::FrameCritical, gated_logs("first"))
+            .in_set("gate");
+        b.node("heavy", Lane::FrameCritical, |_| {
+            spin_for(std::time::Duration::from_millis(1))
+        })
+        .after(["first"]);
+        let rest = ["g1", "g2", "g3", "g4", "g5", "g6"];
+        for name in rest {
+            b.node(name, Lane::FrameCritical, move |cx| {
+                spin_for(std::time::Duration::from_micros(100));
+                gated_logs(name)(cx)
+            })
+            .in_set("gate")
+            .after(["heavy"]);
+        }
+        b.node("after_it", Lane::FrameCritical, gated_logs("after_it"))
+            .after(["gate"]);
+        let mut graph = b.build().unwrap();
+        let data = Gated::default();
+        data.open.store(open, Ordering::Relaxed);
+        for frame in 1..=3 {
+            let stats = graph.run(pool(), &data).unwrap();
+            if frame == 1 {
+                assert_eq!(stats.sharing(), FrameSharing::HandedOver);
+            }
+            let expected = if open {
+                NodeOutcome::Ran
+            } else {
+                NodeOutcome::Off
+            };
+            for name in std::iter::once("first").chain(rest) {
+                let node = graph.node_index(name).unwrap();
+                assert_eq!(graph.last_frame().node(node).outcome, expected, "{name}");
+            }
+            let order = data.log.take();
+            assert_eq!(order.len(), if open { 8 } else { 1 }, "{order:?}");
+            assert_eq!(order[0], if open { "first" } else { "after_it" });
+            assert_eq!(order.last(), Some(&"after_it"));
+            assert_eq!(
+                data.set_checks.load(Ordering::Relaxed),
+                frame,
+                "once per frame"
+            );
+        }
+    }
+}
+
 /// Each checker logs its name to its node's log, then answers by frame.
 fn checks(
     log: fn(&Checks) -> &Log,

@@ -18,6 +18,14 @@
 //!
 //! Exactly one thread evaluates per frame: the compare-exchange from the
 //! old word succeeds once, and every later asker sees the epoch's word.
+//!
+//! A caller that knows it is the only thread asking in the frame (a frame
+//! run alone, before it hands any node over: [`Askers::OnlyThis`]) skips
+//! the compare-exchange: it evaluates and stores the answer with Release,
+//! as the claiming thread does. Whatever later lets another thread ask in
+//! the frame (a hand-over's queue push, with its release/acquire pair)
+//! orders that store before the other's load, so the other finds the
+//! answer, never the old word.
 
 use crate::loom::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
@@ -26,6 +34,17 @@ use crossbeam_utils::Backoff;
 const EVALUATING: u64 = 1;
 const NO: u64 = 2;
 const YES: u64 = 3;
+
+/// Who may ask a gate during the caller's frame (module docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Askers {
+    /// Other threads may ask at the same time: the first asker claims the
+    /// evaluation with a compare-exchange.
+    Many,
+    /// Only the caller asks until something that synchronises (a queue
+    /// push) lets other threads in: it evaluates without a claim.
+    OnlyThis,
+}
 
 /// See the module docs.
 pub(crate) struct FrameGate {
@@ -41,11 +60,18 @@ impl FrameGate {
 
     /// The answer for frame `epoch` (at least 1): `evaluate` runs on exactly
     /// one of the threads that ask in that frame, the others get its answer.
+    /// `askers` says whether other threads may be asking now (module docs).
     #[inline]
-    pub(crate) fn answer(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
-        match self.known(epoch) {
-            Some(answer) => answer,
-            None => self.ask(epoch, evaluate),
+    pub(crate) fn answer(
+        &self,
+        epoch: u64,
+        askers: Askers,
+        evaluate: impl FnOnce() -> bool,
+    ) -> bool {
+        match (self.known(epoch), askers) {
+            (Some(answer), _) => answer,
+            (None, Askers::Many) => self.ask(epoch, evaluate),
+            (None, Askers::OnlyThis) => self.evaluate(epoch, evaluate),
         }
     }
 
@@ -105,16 +131,23 @@ impl FrameGate {
                 )
                 .is_ok()
             {
-                let mut publish = Publish {
-                    gate: self,
-                    epoch,
-                    answer: NO,
-                };
-                let answer = evaluate();
-                publish.answer = if answer { YES } else { NO };
-                return answer;
+                return self.evaluate(epoch, evaluate);
             }
         }
+    }
+
+    /// Evaluates frame `epoch`'s answer and publishes it: for the thread
+    /// that claimed the evaluation, or the only one asking.
+    #[cold]
+    fn evaluate(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
+        let mut publish = Publish {
+            gate: self,
+            epoch,
+            answer: NO,
+        };
+        let answer = evaluate();
+        publish.answer = if answer { YES } else { NO };
+        answer
     }
 }
 
@@ -148,13 +181,33 @@ mod tests {
             evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             true
         };
-        assert!(gate.answer(1, yes));
-        assert!(gate.answer(1, || unreachable!("frame 1 was answered")));
-        assert!(!gate.answer(2, || false));
-        let panicked = std::panic::catch_unwind(|| gate.answer(3, || panic!("a bad condition")));
+        assert!(gate.answer(1, Askers::Many, yes));
+        assert!(gate.answer(1, Askers::Many, || unreachable!("frame 1 was answered")));
+        assert!(!gate.answer(2, Askers::Many, || false));
+        let panicked =
+            std::panic::catch_unwind(|| gate.answer(3, Askers::Many, || panic!("a bad condition")));
         assert!(panicked.is_err());
-        assert!(!gate.answer(3, || unreachable!("frame 3 answered no")));
+        assert!(!gate.answer(3, Askers::Many, || unreachable!("frame 3 answered no")));
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_only_asker_evaluates_once_and_later_askers_get_its_answer() {
+        let gate = FrameGate::new();
+        let evaluations = AtomicUsize::new(0);
+        let no = || {
+            evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            false
+        };
+        assert!(!gate.answer(1, Askers::OnlyThis, no));
+        assert!(!gate.answer(1, Askers::OnlyThis, || unreachable!("answered")));
+        assert!(!gate.answer(1, Askers::Many, || unreachable!("answered")));
+        assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let panicked =
+            std::panic::catch_unwind(|| gate.answer(2, Askers::OnlyThis, || panic!("a bad one")));
+        assert!(panicked.is_err());
+        assert!(!gate.answer(2, Askers::Many, || unreachable!("frame 2 answered no")));
+        assert!(gate.answer(3, Askers::OnlyThis, || true));
     }
 }
 
@@ -173,7 +226,7 @@ mod loom_models {
             let gate = Arc::new(FrameGate::new());
             let evaluations = Arc::new(AtomicUsize::new(0));
             let ask = |gate: &FrameGate, evaluations: &AtomicUsize, epoch: u64| {
-                gate.answer(epoch, || {
+                gate.answer(epoch, Askers::Many, || {
                     // Relaxed: published by the gate's Release store.
                     evaluations.fetch_add(1, Ordering::Relaxed);
                     epoch == 1
@@ -194,6 +247,41 @@ mod loom_models {
             assert_eq!(evaluations.load(Ordering::Relaxed), 1);
             assert!(!ask(&gate, &evaluations, 2));
             assert_eq!(evaluations.load(Ordering::Relaxed), 2);
+        });
+    }
+
+    /// The only asker of a frame evaluates without a claim, then lets
+    /// another thread in through a Release store (as a hand-over's queue
+    /// push does): the other gets the answer without evaluating, and sees
+    /// what the evaluation wrote.
+    #[test]
+    fn the_only_askers_answer_reaches_a_thread_let_in_after_it() {
+        loom::model(|| {
+            let gate = Arc::new(FrameGate::new());
+            let written = Arc::new(AtomicUsize::new(0));
+            let let_in = Arc::new(AtomicUsize::new(0));
+            let other = {
+                let (gate, written, let_in) = (gate.clone(), written.clone(), let_in.clone());
+                thread::spawn(move || {
+                    // Acquire: pairs with the Release store below.
+                    while let_in.load(Ordering::Acquire) == 0 {
+                        thread::yield_now();
+                    }
+                    let answer = gate.answer(1, Askers::Many, || unreachable!("answered"));
+                    // Relaxed: ordered by the let-in pair.
+                    assert_eq!(written.load(Ordering::Relaxed), 1);
+                    answer
+                })
+            };
+            let answer = gate.answer(1, Askers::OnlyThis, || {
+                // Relaxed: published by the let-in store.
+                written.store(1, Ordering::Relaxed);
+                true
+            });
+            assert!(answer);
+            // Release: lets the other thread in, after the answer.
+            let_in.store(1, Ordering::Release);
+            assert!(other.join().unwrap());
         });
     }
 }

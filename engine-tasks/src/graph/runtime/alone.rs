@@ -66,6 +66,7 @@ use crate::graph::run_record::NodeOutcome;
 use crate::graph::{FrameSharing, ReadyOrder};
 use crate::lane::Lane;
 use crate::pool::worker::Local;
+use crate::sync::frame_gate::Askers;
 use std::collections::VecDeque;
 
 /// How many nodes of an untimed graph run between two looks at the clock
@@ -363,7 +364,10 @@ impl<C: ?Sized + Sync> Shared<C> {
     ) -> (FrameSharing, usize) {
         debug_assert!(!plan.is_stale(), "a frame run alone follows a current plan");
         // SAFETY: called by `run_frame` while its frame runs.
-        let frame = unsafe { self.frame_view(local) };
+        let mut frame = unsafe { self.frame_view(local) };
+        // No other thread runs a node of the frame before the hand-over,
+        // whose queue pushes publish the sets' answers (`frame_gate.rs`).
+        frame.askers = Askers::OnlyThis;
         let timed = self.timed;
         let now = || if timed { clock::ticks() } else { 0 };
         let thread_lane = local.map(|l| l.current_lane());

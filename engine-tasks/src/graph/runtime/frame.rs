@@ -16,6 +16,7 @@ use crate::lane::Lane;
 use crate::pool::worker::{self, Local};
 use crate::pool::PoolHandle;
 use crate::sync::countdown::Countdown;
+use crate::sync::frame_gate::Askers;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::node_marks::{NodeMarks, Sleepers};
 use crate::sync::queue::TaskQueue;
@@ -247,6 +248,10 @@ pub(super) struct FrameView<'f, C: ?Sized> {
     pub(super) count_epoch: u64,
     /// The running thread's slot, or [`NONE`].
     pub(super) thread: u32,
+    /// Whether other threads may be running nodes of the frame now, and
+    /// so asking its sets' gates: `OnlyThis` in a frame run alone, before
+    /// it hands over (`alone.rs`).
+    pub(super) askers: Askers,
 }
 
 impl<C: ?Sized + Sync> Shared<C> {
@@ -303,6 +308,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             epoch: epoch(inputs.number),
             count_epoch: inputs.count_epoch,
             thread: local.map_or(NONE, |l| l.index() as u32),
+            askers: Askers::Many,
         }
     }
 
@@ -353,7 +359,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let body = unsafe { &mut *node.body.get() };
         let run = || {
             faults::maybe_panic(Site::NodeBody);
-            if !gates.conditions_hold(&rules, &cx, frame.epoch) {
+            if !gates.conditions_hold(&rules, &cx, frame) {
                 return NodeOutcome::Off;
             }
             body(&cx);

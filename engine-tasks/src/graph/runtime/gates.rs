@@ -13,7 +13,7 @@
 //! of nodes past [`INLINE_BORROWS`] types, which the thread running such a
 //! node zeroes and counts (`context.rs`).
 
-use super::frame::prefetch;
+use super::frame::{prefetch, FrameView};
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
@@ -257,15 +257,15 @@ impl<C: ?Sized> Gates<C> {
         &self,
         rules: &NodeRules<'_>,
         cx: &NodeContext<'_, C>,
-        epoch: u64,
+        frame: &FrameView<'_, C>,
     ) -> bool {
         let Some(span) = rules.span else {
             return true;
         };
         let holds = |condition: u32| (self.conditions[condition as usize])(cx);
-        let set_holds = |set: u32| match self.set_gates[set as usize].known(epoch) {
+        let set_holds = |set: u32| match self.set_gates[set as usize].known(frame.epoch) {
             Some(answer) => answer,
-            None => self.ask_set(set, cx, epoch),
+            None => self.ask_set(set, cx, frame),
         };
         if span.checks != span.checks_end {
             return self.checks[span.checks as usize..span.checks_end as usize]
@@ -284,8 +284,8 @@ impl<C: ?Sized> Gates<C> {
     /// first. Out of line: once per set and frame.
     #[cold]
     #[inline(never)]
-    fn ask_set(&self, set: u32, cx: &NodeContext<'_, C>, epoch: u64) -> bool {
-        self.set_gates[set as usize].answer(epoch, || {
+    fn ask_set(&self, set: u32, cx: &NodeContext<'_, C>, frame: &FrameView<'_, C>) -> bool {
+        self.set_gates[set as usize].answer(frame.epoch, frame.askers, || {
             let conditions = self.set_conditions.row(set as usize);
             conditions
                 .iter()
