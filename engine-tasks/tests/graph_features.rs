@@ -199,6 +199,7 @@ fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
             std::time::Duration::ZERO,
         );
         b.set("gate").run_if(|cx| {
+            // Relaxed, both: read after the frame, whose end orders them.
             cx.data().set_checks.fetch_add(1, Ordering::Relaxed);
             cx.data().open.load(Ordering::Relaxed)
         });
@@ -221,11 +222,15 @@ fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
             .after(["gate"]);
         let mut graph = b.build().unwrap();
         let data = Gated::default();
+        // Relaxed: the frame's start publishes it to the nodes.
         data.open.store(open, Ordering::Relaxed);
         for frame in 1..=3 {
             let stats = graph.run(pool(), &data).unwrap();
             if frame == 1 {
                 assert_eq!(stats.sharing(), FrameSharing::HandedOver);
+            } else {
+                // Nodes of any time share every frame after the first.
+                assert_ne!(stats.sharing(), FrameSharing::Alone);
             }
             let expected = if open {
                 NodeOutcome::Ran

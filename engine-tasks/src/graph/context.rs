@@ -225,7 +225,8 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     #[inline]
     fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
         let type_id = TypeId::of::<T>();
-        // Most nodes declare one type, or ask for their first most.
+        // Most nodes declare one type, or use their first one most; a
+        // node's types are unique, so a match at 0 is the only one.
         let at = match self.typed.first() {
             Some(first) if first.type_id == type_id => 0,
             _ => match self.typed.iter().position(|t| t.type_id == type_id) {

@@ -17,12 +17,14 @@
 //!   an answer of its epoch takes it.
 //!
 //! Exactly one thread evaluates per frame: the compare-exchange from the
-//! old word succeeds once, and every later asker sees the epoch's word.
+//! old word succeeds once, and every later asker sees the epoch's word (or
+//! the only asker evaluates, below).
 //!
 //! A caller that knows it is the only thread asking in the frame (a frame
 //! run alone, before it hands any node over: [`Askers::OnlyThis`]) skips
 //! the compare-exchange: it evaluates and stores the answer with Release,
-//! as the claiming thread does. Whatever later lets another thread ask in
+//! as the claiming thread does, and never stores `EVALUATING`. Whatever
+//! later lets another thread ask in
 //! the frame (a hand-over's queue push, with its release/acquire pair)
 //! orders that store before the other's load, so the other finds the
 //! answer, never the old word.
@@ -61,28 +63,53 @@ impl FrameGate {
     /// The answer for frame `epoch` (at least 1): `evaluate` runs on exactly
     /// one of the threads that ask in that frame, the others get its answer.
     /// `askers` says whether other threads may be asking now (module docs).
-    #[inline]
+    /// The engine takes the two steps apart ([`known`](Self::known), then
+    /// [`answer_unknown`](Self::answer_unknown)) to keep the evaluation out
+    /// of line; the tests ask in one.
+    #[cfg(test)]
     pub(crate) fn answer(
         &self,
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
     ) -> bool {
-        match (self.known(epoch), askers) {
-            (Some(answer), _) => answer,
-            (None, Askers::Many) => self.ask(epoch, evaluate),
-            (None, Askers::OnlyThis) => self.evaluate(epoch, evaluate),
+        match self.known(epoch) {
+            Some(answer) => answer,
+            None => self.answer_unknown(epoch, askers, evaluate),
+        }
+    }
+
+    /// `answer` after [`known`](Self::known) found none: evaluates, or
+    /// waits for the thread that does.
+    #[cold]
+    pub(crate) fn answer_unknown(
+        &self,
+        epoch: u64,
+        askers: Askers,
+        evaluate: impl FnOnce() -> bool,
+    ) -> bool {
+        match askers {
+            Askers::Many => self.ask(epoch, evaluate),
+            Askers::OnlyThis => {
+                // Relaxed: a check of the caller's promise only; no other
+                // thread asks, so the word is this thread's or older.
+                let word = self.state.load(Ordering::Relaxed);
+                debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
+                self.evaluate(epoch, evaluate)
+            }
         }
     }
 
     /// Frame `epoch`'s answer if it was worked out already; `None` if not
-    /// (then ask with [`answer`](Self::answer)). The usual case, for every
+    /// (then ask with [`answer_unknown`](Self::answer_unknown)). The usual case, for every
     /// node of a set but the first: kept apart so that a caller can keep
     /// the evaluation out of line.
     #[inline]
     pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
         debug_assert!(epoch > 0 && epoch < 1 << 62);
-        // Acquire: as in `ask`.
+        // Acquire: pairs with the Release store of the answer
+        // (`Publish::drop`), so the evaluator's reads and writes happen
+        // before the caller's.
         let word = self.state.load(Ordering::Acquire);
         // Two whole-word compares: fewer instructions than taking the word
         // apart.
@@ -95,9 +122,8 @@ impl FrameGate {
         }
     }
 
-    /// `answer` when the frame's answer is not known yet: evaluates, or
-    /// waits for the thread that does.
-    #[cold]
+    /// `answer_unknown` with other askers: claims the evaluation, or waits
+    /// for the thread that did.
     fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
@@ -161,7 +187,9 @@ struct Publish<'a> {
 
 impl Drop for Publish<'_> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire loads of the waiting askers.
+        // Release: pairs with the Acquire loads in `known` and `ask`; after
+        // an `OnlyThis` evaluation, whatever lets other threads in (a
+        // hand-over's queue push) also orders it before their loads.
         self.gate
             .state
             .store(self.epoch << 2 | self.answer, Ordering::Release);
@@ -196,12 +224,14 @@ mod tests {
         let gate = FrameGate::new();
         let evaluations = AtomicUsize::new(0);
         let no = || {
+            // Relaxed: one thread.
             evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             false
         };
         assert!(!gate.answer(1, Askers::OnlyThis, no));
         assert!(!gate.answer(1, Askers::OnlyThis, || unreachable!("answered")));
         assert!(!gate.answer(1, Askers::Many, || unreachable!("answered")));
+        // Relaxed: one thread.
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
         let panicked =
             std::panic::catch_unwind(|| gate.answer(2, Askers::OnlyThis, || panic!("a bad one")));

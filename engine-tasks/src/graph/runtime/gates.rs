@@ -279,13 +279,13 @@ impl<C: ?Sized> Gates<C> {
             && (span.condition == NONE || holds(span.condition))
     }
 
-    /// Set `set`'s answer for frame `epoch` when the frame has none yet:
+    /// Set `set`'s answer for `frame` when the frame has none yet:
     /// its conditions, evaluated here or by the thread that got there
     /// first. Out of line: once per set and frame.
     #[cold]
     #[inline(never)]
     fn ask_set(&self, set: u32, cx: &NodeContext<'_, C>, frame: &FrameView<'_, C>) -> bool {
-        self.set_gates[set as usize].answer(frame.epoch, frame.askers, || {
+        self.set_gates[set as usize].answer_unknown(frame.epoch, frame.askers, || {
             let conditions = self.set_conditions.row(set as usize);
             conditions
                 .iter()
