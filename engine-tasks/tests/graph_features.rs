@@ -527,6 +527,8 @@ fn undeclared_and_missing_resources_name_the_node_and_type() {
 fn borrows_inside_a_node_never_alias() {
     struct Ammo;
     struct Fuel;
+    struct Map(u32);
+    struct Score(u32);
     let mut resources = Resources::new();
     resources.insert(Health(vec![100]));
     resources.insert(Armor(1));
@@ -557,6 +559,20 @@ fn borrows_inside_a_node_never_alias() {
         let _armor = cx.res_mut::<Armor>();
     })
     .writes::<Armor>();
+    // A type declared only read has no count: guards of it live side by
+    // side with the counted guards of a type written after it.
+    b.node("reads_beside_writes", Lane::Normal, |cx| {
+        let (first, second) = (cx.res::<Map>(), cx.res::<Map>());
+        let mut score = cx.res_mut::<Score>();
+        score.0 += first.0 + second.0;
+        drop(score);
+        let (a, b) = (cx.res::<Score>(), cx.res::<Score>());
+        assert_eq!(a.0, b.0);
+    })
+    .reads::<Map>()
+    .writes::<Score>();
+    resources.insert(Map(3));
+    resources.insert(Score(0));
     let mut graph = b.build().unwrap();
     for frame in 0..2 {
         let error = graph.run(pool(), &resources).unwrap_err();
@@ -582,6 +598,7 @@ fn borrows_inside_a_node_never_alias() {
         );
     }
     assert_eq!(resources.get_mut::<Health>().unwrap().0, [96]);
+    assert_eq!(resources.get_mut::<Score>().unwrap().0, 12);
 }
 
 /// A resource type of its own per number.

@@ -7,11 +7,14 @@
 //! so no other node borrows what a node declared. Within the node, borrows
 //! follow `RefCell`'s rule: a [`ResMut`] guard excludes every other guard
 //! of its type, a [`Res`] guard excludes `ResMut`s; a borrow that breaks it
-//! panics, naming the node and the type. Each of the node's declared types
-//! has a borrow count (0 free, `n > 0` shared `n` times, -1 borrowed
-//! mutably) that starts at 0 in each run of the node: the first
+//! panics, naming the node and the type. A type the node declared only
+//! reading needs no count: the node cannot make a `ResMut` of it (that
+//! panics as undeclared), so its `Res` guards can never conflict. Each type
+//! it declared writing has a borrow count (0 free, `n > 0` shared `n` times,
+//! -1 borrowed mutably) that starts at 0 in each run of the node: the first
 //! [`INLINE_BORROWS`] on the stack of the thread that runs it, any more in
-//! lines the graph keeps for the node, which that thread zeroes first. A context is not `Sync`, so only
+//! lines the graph keeps for the node, which that thread zeroes first; a
+//! node that writes no type zeroes none. A context is not `Sync`, so only
 //! that thread touches them and `Relaxed` suffices; the frame's own
 //! synchronisation orders one run of the node before the next, on whatever
 //! thread. Since the counts start at 0 in every run, a guard leaked with
@@ -105,7 +108,8 @@ pub struct NodeContext<'f, C: ?Sized> {
     pub(super) name: &'f str,
     /// The resource types the node declared (its own and its sets').
     pub(super) typed: &'f [TypedAccess],
-    /// A borrow count for each entry of `typed` (module docs): the first
+    /// A borrow count for each entry of `typed`, if any entry is a write
+    /// (module docs), else none: the first
     /// [`INLINE_BORROWS`] here, the rest in `overflow`, by line.
     pub(super) borrows: &'f [AtomicI32],
     pub(super) overflow: &'f [BorrowLine],
@@ -146,20 +150,28 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// [`FrameError`](super::FrameError)).
     #[inline]
     pub fn res<T: Send + Sync + 'static>(&self) -> Res<'_, T> {
-        let (value, borrow) = self.resource::<T>(AccessMode::Read);
-        // Relaxed: only this node's thread touches the count (module docs).
-        let count = borrow.load(Ordering::Relaxed);
-        if count < 0 {
-            self.already_borrowed::<T>(" mutably");
-        }
-        borrow.store(count + 1, Ordering::Relaxed);
+        let (value, entry, at) = self.resource::<T>(AccessMode::Read);
+        // A type declared only read has no count (module docs).
+        let borrow = (entry.mode == AccessMode::Write).then(|| {
+            let borrow = self.count_of(at);
+            // Relaxed: only this node's thread touches the count (module
+            // docs).
+            let count = borrow.load(Ordering::Relaxed);
+            if count < 0 {
+                self.already_borrowed::<T>(" mutably");
+            }
+            borrow.store(count + 1, Ordering::Relaxed);
+            borrow
+        });
         Res {
             // SAFETY: the node declared reading (or writing) `T`, so while
             // it runs no node that writes `T` runs (access.rs) and the frame
-            // holds the container's claim; within the node no `ResMut` of
-            // `T` is alive (the count was not negative) and none can be
-            // made while this guard keeps the count above zero. The guard
-            // borrows the context, which lives only while the node runs.
+            // holds the container's claim. Within the node no `ResMut` of
+            // `T` is alive and none can be made while this guard lives:
+            // if the node declared writing `T`, the count was not negative
+            // and this guard keeps it above zero; if only reading, `res_mut`
+            // refuses `T`. The guard borrows the context, which lives only
+            // while the node runs.
             value: unsafe { &*value },
             borrow,
             on_node_thread: PhantomData,
@@ -191,7 +203,8 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// if it holds another guard of `T`.
     #[inline]
     pub fn res_mut<T: Send + Sync + 'static>(&self) -> ResMut<'_, T> {
-        let (value, borrow) = self.resource::<T>(AccessMode::Write);
+        let (value, _, at) = self.resource::<T>(AccessMode::Write);
+        let borrow = self.count_of(at);
         // Relaxed: as in `res`.
         if borrow.load(Ordering::Relaxed) != 0 {
             self.already_borrowed::<T>("");
@@ -220,10 +233,13 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         );
     }
 
-    /// The value of `T` and its borrow count, after checking the node
-    /// declared `mode` on it.
+    /// The value of `T`, its entry and the entry's place, after checking
+    /// the node declared `mode` on it.
     #[inline]
-    fn resource<T: Send + Sync + 'static>(&self, mode: AccessMode) -> (*mut T, &AtomicI32) {
+    fn resource<T: Send + Sync + 'static>(
+        &self,
+        mode: AccessMode,
+    ) -> (*mut T, &TypedAccess, usize) {
         let type_id = TypeId::of::<T>();
         // Most nodes declare one type, or use their first one most; a
         // node's types are unique, so a match at 0 is the only one.
@@ -241,18 +257,23 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         let Some(value) = entry.value else {
             self.missing::<T>()
         };
-        let borrow = match self.borrows.get(at) {
+        // The value is a `T`: `Resources` files values under their type,
+        // and the entry was looked up under `T`'s.
+        (value.as_ptr().cast::<T>(), entry, at)
+    }
+
+    /// The borrow count of the node's type at place `at`, which it
+    /// declared writing (so the node has counts: `run_body`).
+    #[inline]
+    fn count_of(&self, at: usize) -> &AtomicI32 {
+        match self.borrows.get(at) {
             Some(borrow) => borrow,
             None => {
-                // A node with types has all its inline counts (`run_body`).
                 debug_assert_eq!(self.borrows.len(), INLINE_BORROWS);
                 let past = at - INLINE_BORROWS;
                 &self.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
             }
-        };
-        // The value is a `T`: `Resources` files values under their type,
-        // and the entry was looked up under `T`'s.
-        (value.as_ptr().cast::<T>(), borrow)
+        }
     }
 
     /// Panics for an access of `T` in `mode` the node did not declare.
@@ -300,7 +321,8 @@ type OnNodeThread = PhantomData<std::sync::MutexGuard<'static, ()>>;
 /// ```
 pub struct Res<'a, T> {
     value: &'a T,
-    borrow: &'a AtomicI32,
+    /// `None` for a type the node declared only reading (module docs).
+    borrow: Option<&'a AtomicI32>,
     on_node_thread: OnNodeThread,
 }
 
@@ -315,8 +337,10 @@ impl<T> Drop for Res<'_, T> {
     fn drop(&mut self) {
         // Relaxed, and a load and a store rather than one read-modify-write:
         // only the node's thread counts (module docs).
-        let count = self.borrow.load(Ordering::Relaxed);
-        self.borrow.store(count - 1, Ordering::Relaxed);
+        if let Some(borrow) = self.borrow {
+            let count = borrow.load(Ordering::Relaxed);
+            borrow.store(count - 1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -337,11 +337,11 @@ impl<C: ?Sized + Sync> Shared<C> {
             zero_counts(rules.overflow);
         }
         let inline: InlineBorrows;
-        let borrows: &[AtomicI32] = if rules.typed.is_empty() {
-            &[]
-        } else {
+        let borrows: &[AtomicI32] = if rules.counts {
             inline = Default::default();
             &inline
+        } else {
+            &[]
         };
         let cx = NodeContext {
             data: frame.data,

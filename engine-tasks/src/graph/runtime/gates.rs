@@ -43,10 +43,10 @@ pub(super) struct Gates<C: ?Sized> {
     /// Each node's resource types (its own declarations and its sets'),
     /// one entry per type, with the strongest mode declared for it.
     typed: Vec<TypedAccess>,
-    /// Borrow counts for the resource types of a node past its first
-    /// [`INLINE_BORROWS`] (those count on the stack, `context.rs`): node
-    /// `i`'s start at line `spans[i].overflow_line`, of no other node,
-    /// since the thread running a node writes them.
+    /// Borrow counts for the resource types of a node that writes one,
+    /// past its first [`INLINE_BORROWS`] (those count on the stack,
+    /// `context.rs`): node `i`'s start at line `spans[i].overflow_line`, of
+    /// no other node, since the thread running a node writes them.
     overflow: Vec<BorrowLine>,
     /// The container and contents `typed`'s values were looked up in
     /// (`Resources::key`), if they were.
@@ -70,6 +70,9 @@ struct GateSpan {
     typed: u32,
     typed_end: u32,
     overflow_line: u32,
+    /// Whether the node declared writing any of its types: only then does
+    /// it count borrows (`context.rs`).
+    counts: bool,
 }
 
 /// No check inline in a [`GateSpan`].
@@ -163,6 +166,9 @@ impl<C: ?Sized> Gates<C> {
                     }),
                 }
             }
+            let counts = self.typed[typed..]
+                .iter()
+                .any(|t| t.mode == AccessMode::Write);
             self.spans.push(GateSpan {
                 set,
                 condition,
@@ -171,8 +177,11 @@ impl<C: ?Sized> Gates<C> {
                 typed: typed as u32,
                 typed_end: self.typed.len() as u32,
                 overflow_line: overflow_lines,
+                counts,
             });
-            overflow_lines += self::overflow_lines(self.typed.len() - typed) as u32;
+            if counts {
+                overflow_lines += self::overflow_lines(self.typed.len() - typed) as u32;
+            }
         }
         self.overflow.clear();
         self.overflow
@@ -208,7 +217,7 @@ impl<C: ?Sized> Gates<C> {
             return NodeRules::NONE;
         };
         let typed = &self.typed[span.typed as usize..span.typed_end as usize];
-        let overflow: &[BorrowLine] = if typed.len() <= INLINE_BORROWS {
+        let overflow: &[BorrowLine] = if !span.counts || typed.len() <= INLINE_BORROWS {
             &[]
         } else {
             let first = span.overflow_line as usize;
@@ -218,6 +227,7 @@ impl<C: ?Sized> Gates<C> {
             span: Some(span),
             typed,
             overflow,
+            counts: span.counts,
         }
     }
 
@@ -302,6 +312,8 @@ pub(super) struct NodeRules<'g> {
     pub(super) typed: &'g [TypedAccess],
     /// The lines of its borrow counts past the first [`INLINE_BORROWS`].
     pub(super) overflow: &'g [BorrowLine],
+    /// Whether it counts borrows: it declared writing a type.
+    pub(super) counts: bool,
 }
 
 impl NodeRules<'_> {
@@ -309,6 +321,7 @@ impl NodeRules<'_> {
         span: None,
         typed: &[],
         overflow: &[],
+        counts: false,
     };
 }
 
