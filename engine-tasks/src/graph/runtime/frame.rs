@@ -36,8 +36,9 @@ pub(super) const NONE: u32 = u32::MAX;
 
 /// How many nodes ahead of the one it runs a frame run alone with cold
 /// caches prefetches each node's own lines (its node, run record, poison
-/// mark and gate span); the closures, and the checks and resource types
-/// the span points to, are prefetched half as far ahead (`alone.rs`).
+/// mark and gate span); the closures, and what the span points to (its
+/// checks, resource types, set gate and own condition), are prefetched
+/// half as far ahead (`alone.rs`).
 /// A walker of a planned frame does the same along its list, with each
 /// node's state line too (`planned.rs`).
 /// The plan's order is not the nodes' order in memory, so the hardware
@@ -706,7 +707,7 @@ pub(super) fn prefetch<T>(value: &T) {
 /// any address: a prefetch never faults and reads nothing into the
 /// program, so a stale address costs a wasted load at most.
 #[inline(always)]
-fn prefetch_address(address: usize) {
+pub(super) fn prefetch_address(address: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -13,7 +13,7 @@
 //! of nodes past [`INLINE_BORROWS`] types, which the thread running such a
 //! node zeroes and counts (`context.rs`).
 
-use super::frame::{prefetch, FrameView};
+use super::frame::{prefetch, prefetch_address, FrameView};
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
@@ -29,6 +29,8 @@ pub(super) struct Gates<C: ?Sized> {
     /// Whether any node is disabled: a graph with none skips the look-up.
     pub(super) any_disabled: bool,
     pub(super) conditions: Vec<Condition<C>>,
+    /// Where each condition's closure is, for prefetching.
+    condition_data: Vec<usize>,
     /// Per node: where its entries in `checks` and `typed` are; empty if
     /// no node has conditions or resource types.
     spans: Vec<GateSpan>,
@@ -95,6 +97,7 @@ impl<C: ?Sized> Gates<C> {
             disabled: Vec::new(),
             any_disabled: false,
             conditions: Vec::new(),
+            condition_data: Vec::new(),
             spans: Vec::new(),
             checks: Vec::new(),
             set_conditions: Rows::default(),
@@ -120,6 +123,12 @@ impl<C: ?Sized> Gates<C> {
         self.disabled.resize(n, false);
         retired.append(&mut self.conditions);
         self.conditions.append(&mut builder.conditions);
+        self.condition_data.clear();
+        self.condition_data.extend(
+            self.conditions
+                .iter()
+                .map(|c| &**c as *const _ as *const u8 as usize),
+        );
         self.set_conditions.copy_from(&compiled.set_conditions);
         self.set_gates.clear();
         self.set_gates
@@ -242,7 +251,8 @@ impl<C: ?Sized> Gates<C> {
 
     /// Asks the CPU to bring node `index`'s checks and resource types into
     /// the cache, reading its span, which `prefetch_span` brought earlier
-    /// in the walk (`Shared::prefetch_body`).
+    /// in the walk (`Shared::prefetch_body`): its list of checks, or its
+    /// inline set's gate and its own condition (the box and the closure).
     #[inline]
     pub(super) fn prefetch_rules(&self, index: u32) {
         let Some(span) = self.spans.get(index as usize) else {
@@ -252,6 +262,17 @@ impl<C: ?Sized> Gates<C> {
             if let Some(check) = self.checks.get(span.checks as usize) {
                 prefetch(check);
             }
+        }
+        if let Some(gate) = self.set_gates.get(span.set as usize) {
+            prefetch(gate);
+        }
+        let condition = span.condition as usize;
+        if let (Some(boxed), Some(&closure)) = (
+            self.conditions.get(condition),
+            self.condition_data.get(condition),
+        ) {
+            prefetch(boxed);
+            prefetch_address(closure);
         }
         if let Some(typed) = self.typed.get(span.typed as usize) {
             prefetch(typed);
