@@ -620,6 +620,18 @@ fn a_node_of_many_resource_types_keeps_each_types_borrows() {
     }
     all_numbers!(insert);
     let mut b = TaskGraph::<Resources>::builder();
+    // Before `many` (declaration orders the conflict): a node that only
+    // reads as many types has no counts, and takes no lines from it.
+    let mut reader = b.node("reads_many", Lane::Normal, |cx| {
+        macro_rules! read {
+            ($($n:literal)*) => { $(let _kept = cx.res::<Numbered<$n>>(); let _also = cx.res::<Numbered<$n>>();)* };
+        }
+        all_numbers!(read);
+    });
+    macro_rules! declare_read {
+        ($($n:literal)*) => { $(reader = reader.reads::<Numbered<$n>>();)* };
+    }
+    all_numbers!(declare_read);
     let mut node = b.node("many", Lane::Normal, |cx| {
         macro_rules! bump {
             ($($n:literal)*) => { $(cx.res_mut::<Numbered<$n>>().0 += 1;)* };
@@ -657,6 +669,38 @@ fn a_node_of_many_resource_types_keeps_each_types_borrows() {
         ($($n:literal)*) => { $(assert_eq!(resources.get_mut::<Numbered<$n>>().unwrap().0, $n + 4);)* };
     }
     all_numbers!(check);
+}
+
+/// A node that declares reading a type its set declares writing holds the
+/// write: it may take `res_mut` of it, and its borrows of it are counted.
+#[test]
+fn a_sets_write_makes_its_nodes_read_a_counted_write() {
+    struct Tally(u32);
+    let mut resources = Resources::new();
+    resources.insert(Tally(0));
+    let mut b = TaskGraph::<Resources>::builder();
+    b.set("tallying").writes::<Tally>();
+    b.node("tally", Lane::Normal, |cx| {
+        cx.res_mut::<Tally>().0 += 1;
+        if cx.frame() == 1 {
+            let _read = cx.res::<Tally>();
+            let _write = cx.res_mut::<Tally>();
+        }
+    })
+    .reads::<Tally>()
+    .in_set("tallying");
+    let mut graph = b.build().unwrap();
+    graph.run(pool(), &resources).unwrap();
+    let error = graph.run(pool(), &resources).unwrap_err();
+    assert_eq!(
+        error.panicked[0].message,
+        format!(
+            "node \"tally\": {} is already borrowed in this node",
+            std::any::type_name::<Tally>()
+        )
+    );
+    graph.run(pool(), &resources).unwrap();
+    assert_eq!(resources.get_mut::<Tally>().unwrap().0, 3);
 }
 
 /// Runs four frames of a graph whose node leaks a `ResMut` each frame and

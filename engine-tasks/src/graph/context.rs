@@ -9,12 +9,13 @@
 //! of its type, a [`Res`] guard excludes `ResMut`s; a borrow that breaks it
 //! panics, naming the node and the type. A type the node declared only
 //! reading needs no count: the node cannot make a `ResMut` of it (that
-//! panics as undeclared), so its `Res` guards can never conflict. Each type
-//! it declared writing has a borrow count (0 free, `n > 0` shared `n` times,
-//! -1 borrowed mutably) that starts at 0 in each run of the node: the first
-//! [`INLINE_BORROWS`] on the stack of the thread that runs it, any more in
-//! lines the graph keeps for the node, which that thread zeroes first; a
-//! node that writes no type zeroes none. A context is not `Sync`, so only
+//! panics as undeclared), so its `Res` guards can never conflict. A node
+//! that declared writing any type has a borrow count per declared type, by
+//! its place among them (0 free, `n > 0` shared `n` times, -1 borrowed
+//! mutably; only a written type's is used), that starts at 0 in each run
+//! of the node: the first [`INLINE_BORROWS`] on the stack of the thread
+//! that runs it, any more in lines the graph keeps for the node, which that
+//! thread zeroes first; a node that writes no type has none. A context is not `Sync`, so only
 //! that thread touches them and `Relaxed` suffices; the frame's own
 //! synchronisation orders one run of the node before the next, on whatever
 //! thread. Since the counts start at 0 in every run, a guard leaked with

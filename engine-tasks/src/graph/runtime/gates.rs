@@ -10,8 +10,8 @@
 //! Everything here is written between frames only (a build, a toggle, or
 //! the look-up of the frame's resources); frames only read it, except the
 //! sets' [`FrameGate`]s, which answer once per frame, and the borrow counts
-//! of nodes past [`INLINE_BORROWS`] types, which the thread running such a
-//! node zeroes and counts (`context.rs`).
+//! of nodes that write a type and have more than [`INLINE_BORROWS`] types,
+//! which the thread running such a node zeroes and counts (`context.rs`).
 
 use super::frame::{prefetch, prefetch_address, FrameView};
 use crate::graph::access::{AccessMode, Resources};
@@ -123,12 +123,7 @@ impl<C: ?Sized> Gates<C> {
         self.disabled.resize(n, false);
         retired.append(&mut self.conditions);
         self.conditions.append(&mut builder.conditions);
-        self.condition_data.clear();
-        self.condition_data.extend(
-            self.conditions
-                .iter()
-                .map(|c| &**c as *const _ as *const u8 as usize),
-        );
+        self.conditions_changed();
         self.set_conditions.copy_from(&compiled.set_conditions);
         self.set_gates.clear();
         self.set_gates
@@ -201,6 +196,18 @@ impl<C: ?Sized> Gates<C> {
             self.spans.clear();
         }
         self.resolved_for = None;
+    }
+
+    /// Notes where the conditions' closures are, after they changed (a
+    /// build, or a refill that swapped them in place). Allocates nothing
+    /// once the list has held as many.
+    pub(super) fn conditions_changed(&mut self) {
+        self.condition_data.clear();
+        self.condition_data.extend(
+            self.conditions
+                .iter()
+                .map(|c| &**c as *const _ as *const u8 as usize),
+        );
     }
 
     /// Looks up the value of every declared resource type in `resources`,

@@ -129,6 +129,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         for (slot, condition) in shared.gates.conditions.iter_mut().zip(new) {
             memory.keep_in_turn(std::mem::replace(slot, condition));
         }
+        shared.gates.conditions_changed();
         if self.node_on.contains(&false) || self.set_on.contains(&false) {
             self.node_on.fill(true);
             self.set_on.fill(true);
