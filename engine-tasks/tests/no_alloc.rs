@@ -3,11 +3,15 @@
 //! pushes, steals and parks makes zero heap allocations, and so does a
 //! steady-state task-graph frame.
 //!
-//! The allocator counts every thread's allocations, so the tests take turns.
+//! The allocator counts the allocations of the threads each test watches:
+//! its own and its pool's workers (marked as they start, `watched_pool`).
+//! The tests take turns; the harness's own work on other threads (a test
+//! that just ended reporting its result, say) does not count.
 
 use engine_tasks::graph::NodeOutcome;
 use engine_tasks::{FrameSharing, FrameStats, Lane, Pool, TaskGraph};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -21,10 +25,63 @@ static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+thread_local! {
+    /// Whether this thread's allocations count while counting is on. A
+    /// const-initialised `Cell` needs no allocation or destructor, so the
+    /// allocator may read it.
+    static WATCHED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether an allocation now counts.
+fn counts() -> bool {
+    // Relaxed: set and cleared by the test's thread around its workload;
+    // the workers' allocations it must see happen inside that window,
+    // ordered by the work's own synchronisation.
+    COUNTING.load(Ordering::Relaxed) && WATCHED.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Counts this thread's allocations until the guard drops: a test's
+/// thread holds it inside its turn, so the harness's work on the thread
+/// after the test (reporting, while another test counts) does not count.
+#[must_use]
+fn watch_this_thread() -> Watch {
+    WATCHED.with(|w| w.set(true));
+    Watch
+}
+
+struct Watch;
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        WATCHED.with(|w| w.set(false));
+    }
+}
+
+/// A pool of `threads` workers whose allocations count.
+fn watched_pool(threads: usize) -> Pool {
+    Pool::builder()
+        .threads(threads)
+        .spawn_with(|spec, main| {
+            let mut thread = std::thread::Builder::new().name(spec.name);
+            if let Some(bytes) = spec.stack_size {
+                thread = thread.stack_size(bytes);
+            }
+            thread.spawn(move || {
+                // A worker is watched for its life, which ends when the
+                // test drops its pool, inside its turn.
+                let _watch = watch_this_thread();
+                main()
+            })
+        })
+        .build()
+        .unwrap()
+}
+
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counts() {
+            // Relaxed: read after the workload, ordered by its joins.
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as ours.
@@ -37,7 +94,8 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counts() {
+            // Relaxed: as in `alloc`.
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as ours.
@@ -73,7 +131,8 @@ fn workload(pool: &Pool) -> u64 {
 fn steady_state_fork_join_makes_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ALLOCATIONS.store(0, Ordering::SeqCst);
-    let pool = Pool::builder().threads(3).build().unwrap();
+    let _watch = watch_this_thread();
+    let pool = watched_pool(3);
     // Warm-up: start every worker, touch every thread-local.
     warm_up(&pool, 3);
     let parks_before: u64 = pool.stats().parks();
@@ -178,7 +237,8 @@ fn read_every_statistic(stats: &FrameStats) -> (usize, Duration) {
 fn steady_state_graph_frames_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ALLOCATIONS.store(0, Ordering::SeqCst);
-    let pool = Pool::builder().threads(3).build().unwrap();
+    let _watch = watch_this_thread();
+    let pool = watched_pool(3);
     let mut graph = world_graph(false);
     let world = World {
         values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
@@ -271,7 +331,8 @@ fn steady_state_graph_frames_make_no_allocations() {
 fn steady_state_planned_frames_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ALLOCATIONS.store(0, Ordering::SeqCst);
-    let pool = Pool::builder().threads(3).build().unwrap();
+    let _watch = watch_this_thread();
+    let pool = watched_pool(3);
     let mut graph = world_graph(true);
     let world = World {
         values: (0..4096).map(|_| AtomicUsize::new(0)).collect(),
@@ -338,7 +399,8 @@ const PASSES: [&str; 12] = [
 fn graphs_built_every_frame_make_no_allocations() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     ALLOCATIONS.store(0, Ordering::SeqCst);
-    let pool = Pool::builder().threads(2).build().unwrap();
+    let _watch = watch_this_thread();
+    let pool = watched_pool(2);
     let mut resources = engine_tasks::graph::Resources::new();
     resources.insert(Positions([0; 8]));
     resources.insert(Passes(0));
