@@ -201,43 +201,36 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
-    #[test]
-    fn each_frame_evaluates_once_and_panics_answer_no() {
+    /// With `askers` asking: each frame evaluates once, a panicking
+    /// evaluation answers no, and later askers (of either kind) get each
+    /// frame's answer.
+    fn each_frame_evaluates_once(askers: Askers) {
         let gate = FrameGate::new();
         let evaluations = AtomicUsize::new(0);
         let yes = || {
+            // Relaxed: one thread.
             evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             true
         };
-        assert!(gate.answer(1, Askers::Many, yes));
+        assert!(gate.answer(1, askers, yes));
+        assert!(gate.answer(1, askers, || unreachable!("frame 1 was answered")));
         assert!(gate.answer(1, Askers::Many, || unreachable!("frame 1 was answered")));
-        assert!(!gate.answer(2, Askers::Many, || false));
-        let panicked =
-            std::panic::catch_unwind(|| gate.answer(3, Askers::Many, || panic!("a bad condition")));
+        assert!(!gate.answer(2, askers, || false));
+        let panicked = std::panic::catch_unwind(|| gate.answer(3, askers, || panic!("a bad one")));
         assert!(panicked.is_err());
         assert!(!gate.answer(3, Askers::Many, || unreachable!("frame 3 answered no")));
+        // Relaxed: one thread.
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]
+    fn each_frame_evaluates_once_and_panics_answer_no() {
+        each_frame_evaluates_once(Askers::Many);
+    }
+
+    #[test]
     fn the_only_asker_evaluates_once_and_later_askers_get_its_answer() {
-        let gate = FrameGate::new();
-        let evaluations = AtomicUsize::new(0);
-        let no = || {
-            // Relaxed: one thread.
-            evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            false
-        };
-        assert!(!gate.answer(1, Askers::OnlyThis, no));
-        assert!(!gate.answer(1, Askers::OnlyThis, || unreachable!("answered")));
-        assert!(!gate.answer(1, Askers::Many, || unreachable!("answered")));
-        // Relaxed: one thread.
-        assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
-        let panicked =
-            std::panic::catch_unwind(|| gate.answer(2, Askers::OnlyThis, || panic!("a bad one")));
-        assert!(panicked.is_err());
-        assert!(!gate.answer(2, Askers::Many, || unreachable!("frame 2 answered no")));
-        assert!(gate.answer(3, Askers::OnlyThis, || true));
+        each_frame_evaluates_once(Askers::OnlyThis);
     }
 }
 

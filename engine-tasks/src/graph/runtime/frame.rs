@@ -338,7 +338,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             zero_counts(rules.overflow);
         }
         let inline: InlineBorrows;
-        let borrows: &[AtomicI32] = if rules.counts {
+        let borrows: &[AtomicI32] = if rules.counts() {
             inline = Default::default();
             &inline
         } else {

@@ -243,7 +243,6 @@ impl<C: ?Sized> Gates<C> {
             span: Some(span),
             typed,
             overflow,
-            counts: span.counts,
         }
     }
 
@@ -340,8 +339,6 @@ pub(super) struct NodeRules<'g> {
     pub(super) typed: &'g [TypedAccess],
     /// The lines of its borrow counts past the first [`INLINE_BORROWS`].
     pub(super) overflow: &'g [BorrowLine],
-    /// Whether it counts borrows: it declared writing a type.
-    pub(super) counts: bool,
 }
 
 impl NodeRules<'_> {
@@ -349,8 +346,13 @@ impl NodeRules<'_> {
         span: None,
         typed: &[],
         overflow: &[],
-        counts: false,
     };
+
+    /// Whether the node counts borrows: it declared writing a type.
+    #[inline]
+    pub(super) fn counts(&self) -> bool {
+        self.span.is_some_and(|span| span.counts)
+    }
 }
 
 /// How many lines of borrow counts a node of `types` resource types has
