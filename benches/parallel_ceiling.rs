@@ -37,7 +37,9 @@
 //! (the helper wakes on its own timer a little before the tick and spins
 //! until the frame's thread starts the frame): what two
 //! threads of this machine give paced work, with no scheduler and no
-//! wake-up in the frame.
+//! wake-up in the frame. Beside it, the DAG's fixed schedule on two such
+//! threads: the floor of a paced frame whose nodes wait for each other's
+//! results across the cores.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
@@ -104,30 +106,64 @@ fn two_threads(work: Work) -> f64 {
     )
 }
 
-/// How long before the tick the helper of [`two_threads_paced`] wakes, to
-/// spin until it: more than a timer's usual lateness here (tens of µs).
+/// How long before the tick the helper of [`paced_pair`] wakes, to spin
+/// until it: more than a timer's usual lateness here (tens of µs).
 const HELPER_LEAD: Duration = Duration::from_micros(300);
 
 /// Two plain threads at `pacing`, each running half the nodes per frame,
-/// both awake when the frame starts: the frame's thread sleeps until the
-/// tick as a game loop does, then starts the frame; the helper sleeps until
-/// [`HELPER_LEAD`] before the tick on its own timer and spins until the
-/// frame starts, so no wake-up is paid in the frame. What two threads of
+/// both awake when the frame starts ([`paced_pair`]). What two threads of
 /// this machine give paced work with no scheduler and no wake-up latency.
-/// Median microseconds from the frame's start (after the frame's thread
-/// woke, as the other runners are timed) to the later thread's end, over
-/// [`PACED_ROUNDS`] frames after as many of warm-up.
 fn two_threads_paced(work: Work, pacing: Pacing) -> f64 {
     let Pacing::Hz(hz) = pacing else {
         return two_threads(work);
     };
+    let half = move |_round: u64| (0..NODES / 2).for_each(|_| work.run());
+    paced_pair(hz, half, half)
+}
+
+/// The DAG on two threads with the fixed schedule of [`fixed_dag`], paced
+/// and both awake when the frame starts ([`paced_pair`]): what two threads
+/// of this machine give a paced frame whose nodes wait for each other's
+/// results across the cores, with no scheduler and no wake-up latency.
+fn fixed_dag_paced(work: Work, pacing: Pacing) -> f64 {
+    let Pacing::Hz(hz) = pacing else {
+        return fixed_dag(work);
+    };
+    let deps = Arc::new(benchmark_dag());
+    let [mine, theirs] = greedy_two_thread_schedule(&deps);
+    let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());
+    let helper = {
+        let (deps, done) = (deps.clone(), done.clone());
+        move |round: u64| run_list(&theirs, &deps, &done, round, work)
+    };
+    paced_pair(
+        hz,
+        move |round| run_list(&mine, &deps, &done, round, work),
+        helper,
+    )
+}
+
+/// Runs a frame split over two plain threads at `hz`, both awake when it
+/// starts: the frame's thread sleeps until the tick as a game loop does,
+/// then runs `main` for the round; the helper sleeps until [`HELPER_LEAD`]
+/// before the tick on its own timer, spins until the frame's thread starts
+/// the frame, then runs `helper` for the round (rounds count from 1), so no
+/// wake-up is paid in the frame. Median microseconds from the frame's start
+/// (after the frame's thread woke, as the other runners are timed) to the
+/// later thread's end, over [`PACED_ROUNDS`] frames after as many of
+/// warm-up.
+fn paced_pair(
+    hz: f64,
+    mut main: impl FnMut(u64),
+    mut helper: impl FnMut(u64) + Send + 'static,
+) -> f64 {
     let period = Duration::from_secs_f64(1.0 / hz);
     let base = Instant::now();
     let rounds = 2 * PACED_ROUNDS as u64;
     // The next tick, in nanoseconds after `base`, and the helper's end of
     // each round.
     let tick = Arc::new(AtomicU64::new(0));
-    // The round that started, and the round whose half the helper ended.
+    // The round that started, and the round whose part the helper ended.
     let started = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
     let helper = {
@@ -151,7 +187,7 @@ fn two_threads_paced(work: Work, pacing: Pacing) -> f64 {
                 while started.load(Ordering::Acquire) != r {
                     std::hint::spin_loop();
                 }
-                (0..NODES / 2).for_each(|_| work.run());
+                helper(r);
                 ends.push(Instant::now());
                 // Release: the round's end, for the frame's thread.
                 finished.store(r, Ordering::Release);
@@ -173,7 +209,7 @@ fn two_threads_paced(work: Work, pacing: Pacing) -> f64 {
         let start = Instant::now();
         // Release: pairs with the helper's Acquire load.
         started.store(r, Ordering::Release);
-        (0..NODES / 2).for_each(|_| work.run());
+        main(r);
         let end = Instant::now();
         // Acquire: pairs with the helper's Release store.
         while finished.load(Ordering::Acquire) != r {
@@ -356,7 +392,8 @@ fn main() {
     }
     println!(
         "\npaced: frame / (one thread / 2), the one thread paced alike; two plain \
-         threads awake at the frame's start; engine-tasks timed / untimed, rayon scope, global queue"
+         threads awake at the frame's start, splitting the work and running the DAG fixed; \
+         engine-tasks timed / untimed, rayon scope, global queue"
     );
     for nanos in [0, 1_000, 20_000] {
         let work = Work::nanos(nanos);
@@ -364,14 +401,16 @@ fn main() {
         for &pacing in &Pacing::ALL[1..] {
             let one = median_frame_at(pacing, || (0..NODES).for_each(|_| work.run()));
             let two = two_threads_paced(work, pacing);
+            let dag = fixed_dag_paced(work, pacing);
             let timed = engine_tasks_dag(&pool, work, true, pacing);
             let untimed = engine_tasks_dag(&pool, work, false, pacing);
             let [rayon, global] = peer_dags(&peers, work, pacing);
             let ratio = |time: f64| time / (one / 2.0);
             row.push_str(&format!(
-                "  {}: one {one:.1} µs, two {:.2}x, {:.2}x/{:.2}x, {:.2}x, {:.2}x",
+                "  {}: one {one:.1} µs, two {:.2}x, DAG fixed {:.2}x, {:.2}x/{:.2}x, {:.2}x, {:.2}x",
                 pacing.label(),
                 ratio(two),
+                ratio(dag),
                 ratio(timed),
                 ratio(untimed),
                 ratio(rayon),
