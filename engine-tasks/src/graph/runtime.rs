@@ -109,6 +109,9 @@ pub(super) struct Runtime<C: ?Sized> {
     estimate: Vec<u64>,
     /// The sum of `estimate`.
     estimate_total: u64,
+    /// The frame after which `estimate` was last brought up to date (`None`
+    /// before the first, and after a rebuild): see `estimates_due`.
+    estimated_after: Option<u64>,
     priority: Vec<u64>,
     /// The frame after which priorities were last recomputed from measured
     /// times (`None` before the first).
@@ -195,6 +198,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             floor: Lane::FrameCritical,
             estimate: Vec::new(),
             estimate_total: 0,
+            estimated_after: None,
             priority: Vec::new(),
             reprioritized_after: None,
             frames: 0,
@@ -512,7 +516,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// the wake-up decision in any order), priorities and the plan.
     fn learn(&mut self, number: u64, wall: Duration) {
         let timed = self.shared_mut().timed;
-        if timed {
+        if timed && self.estimates_due(number, wall) {
+            self.estimated_after = Some(number);
             self.update_estimates();
         }
         self.update_wakes(wall);

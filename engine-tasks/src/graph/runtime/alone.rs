@@ -239,6 +239,12 @@ pub(super) struct AlonePlan {
     /// Per node: light enough to be timed in a run with others (module
     /// docs); set between frames from the estimates.
     light: Vec<bool>,
+    /// The node time under which a node is light, in ticks
+    /// ([`BATCH_BELOW_NANOS`]; `u64::MAX` until the estimates first set it).
+    light_below: u64,
+    /// Whether a run of light nodes in the last frame run alone took a
+    /// light node's time or more per node: one of them turned heavy.
+    light_ran_heavy: bool,
 }
 
 impl AlonePlan {
@@ -253,6 +259,8 @@ impl AlonePlan {
             remaining: Vec::new(),
             released: Vec::new(),
             light: Vec::new(),
+            light_below: u64::MAX,
+            light_ran_heavy: false,
         }
     }
 
@@ -260,6 +268,20 @@ impl AlonePlan {
     /// [`rebuild`](Self::rebuild), one entry per node.
     pub(super) fn light_mut(&mut self) -> &mut [bool] {
         &mut self.light
+    }
+
+    /// Sets the node time under which a node is light, in ticks, as the
+    /// flags of [`light_mut`](Self::light_mut) were set.
+    pub(super) fn set_light_below(&mut self, ticks: u64) {
+        self.light_below = ticks;
+    }
+
+    /// Whether, in the last frame run alone, a run of light nodes took a
+    /// light node's time or more per node: a node it holds turned heavy,
+    /// and the estimates should say so before the next frame batches it
+    /// again (`Runtime::estimates_due`).
+    pub(super) fn light_ran_heavy(&self) -> bool {
+        self.light_ran_heavy
     }
 
     /// An empty plan for nodes of these lanes, in the memory this one
@@ -382,6 +404,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         // The light nodes run since the clock was last read (module docs).
         let mut batch = [(0u32, NodeOutcome::Ran); BATCH];
         let mut batched = 0;
+        // The longest share per node of a run of light nodes.
+        let mut heaviest_share = 0;
         let last = plan.order.len() as u32;
         // Not in a graph's first frame: nothing is known to be light yet,
         // and that frame checks for a hand-over after every node.
@@ -413,7 +437,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             if !light && batched > 0 {
                 // A node timed alone: the run before it ends here.
                 let end = clock::ticks();
-                self.record_batch(&batch[..batched], start, end, frame.thread);
+                let share = self.record_batch(&batch[..batched], start, end, frame.thread);
+                heaviest_share = heaviest_share.max(share);
                 (batched, start) = (0, end);
             }
             let outcome = self.run_body(index, &frame);
@@ -431,7 +456,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
             let end = now();
             if batched > 0 {
-                self.record_batch(&batch[..batched], start, end, frame.thread);
+                let share = self.record_batch(&batch[..batched], start, end, frame.thread);
+                heaviest_share = heaviest_share.max(share);
                 batched = 0;
             } else {
                 self.runs[index as usize].write(start, end, frame.thread, outcome);
@@ -452,6 +478,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                 break;
             }
         }
+        plan.light_ran_heavy = heaviest_share >= plan.light_below;
         if let Some(local) = local {
             for lane in Lane::ALL {
                 local.count_inline_runs(lane, ran_in_lane[lane.index()]);
@@ -464,13 +491,14 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Records a run of light nodes that took from tick `start` to `end`,
-    /// each with an equal share, in order (module docs).
-    fn record_batch(&self, batch: &[(u32, NodeOutcome)], start: u64, end: u64, thread: u32) {
+    /// each with an equal share, in order (module docs); the share.
+    fn record_batch(&self, batch: &[(u32, NodeOutcome)], start: u64, end: u64, thread: u32) -> u64 {
         let share = end.saturating_sub(start) / batch.len() as u64;
         for (k, &(index, outcome)) in batch.iter().enumerate() {
             let from = start + share * k as u64;
             self.runs[index as usize].write(from, from + share, thread, outcome);
         }
+        share
     }
 
     /// Hands the frame over after the first `ran` nodes of `plan` ran

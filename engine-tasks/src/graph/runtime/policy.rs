@@ -24,6 +24,25 @@ pub(super) const REPRIORITIZE_EVERY: u64 = 8;
 /// took the frame from a median of 12.4 to 11.2 µs in three paired runs.
 pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 
+/// While frames run alone far below a second thread's worth (even
+/// [`CLEARLY_ALONE_FACTOR`] times the frame's wall time would not be worth
+/// one), the node estimates are brought up to date only every this many
+/// frames. Such frames use them for nothing but the decision to stay alone,
+/// which their wall time already settles, and for which nodes to batch
+/// (`alone.rs`); walking every node's record after each frame was about a
+/// tenth of a 256-node frame of empty nodes. A frame that is not clearly
+/// alone updates them at once, so a graph that grows heavier is shared as
+/// soon as before, and so does one in which a batch of light nodes ran
+/// heavy ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
+/// so a node that turned heavy is timed alone from the next frame on.
+pub(super) const ESTIMATE_ALONE_EVERY: u64 = 8;
+
+/// How far below a second thread's worth a frame run alone must be for
+/// [`ESTIMATE_ALONE_EVERY`]: its nodes ran within its wall time, one after
+/// another, so their estimates could grow fourfold before the verdict
+/// changed.
+pub(super) const CLEARLY_ALONE_FACTOR: f64 = 4.0;
+
 /// Planned frames (`planned.rs`) walk lists worked out from the
 /// priorities, and a walker whose list runs late claims the ready nodes of
 /// other lists, so the plan need not follow every frame's noise; while
@@ -355,6 +374,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// In the same pass, marks the nodes now light for frames run alone
     /// ([`alone::BATCH_BELOW_NANOS`]): one walk over the nodes, which every
     /// frame's end pays for.
+    /// Whether frame `number` (of `wall` time) brings the node estimates up
+    /// to date: always, but while frames run clearly alone, only every
+    /// [`ESTIMATE_ALONE_EVERY`] frames ([`CLEARLY_ALONE_FACTOR`]).
+    pub(super) fn estimates_due(&self, number: u64, wall: Duration) -> bool {
+        let clearly_alone = self.stats.sharing() == FrameSharing::Alone
+            && !self.share_above.worth_a_second_thread(
+                wall.as_nanos() as f64 * CLEARLY_ALONE_FACTOR,
+                self.estimate.len(),
+            );
+        !clearly_alone
+            || self.plan.light_ran_heavy()
+            || self
+                .estimated_after
+                .is_none_or(|after| number >= after + ESTIMATE_ALONE_EVERY)
+    }
+
     pub(super) fn update_estimates(&mut self) {
         let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
         let mut total = 0;
@@ -378,6 +413,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             total += *estimate;
             *light = *estimate < light_ticks;
         }
+        self.plan.set_light_below(light_ticks);
         self.estimate_total = total;
     }
 

@@ -182,6 +182,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             }
         }));
         self.estimate_total = self.estimate.iter().sum();
+        self.estimated_after = None;
         for &id in &self.old_labels {
             self.by_label[id as usize] = UNKNOWN;
         }

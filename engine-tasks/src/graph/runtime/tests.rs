@@ -3,7 +3,8 @@
 
 use super::alone::HAND_OVER_MARGIN;
 use super::policy::{
-    linger_ticks, SharingTrial, Worth, CLEARLY_TRIAL_EVERY, HELD_MARGIN, TRIAL_EVERY,
+    linger_ticks, SharingTrial, Worth, CLEARLY_TRIAL_EVERY, ESTIMATE_ALONE_EVERY, HELD_MARGIN,
+    TRIAL_EVERY,
 };
 use super::ShareThreshold;
 use crate::{FrameSharing, Lane, Pool, TaskGraph};
@@ -293,4 +294,127 @@ fn one_stalled_frame_does_not_decide_a_trial() {
     let shared = frames.run(TRIAL_EVERY * 4, Worth::Barely, 90e3, 60e3);
     assert!(!shared[0], "the trial alone");
     assert_eq!(shared_per_round(&shared), [round - 1; 4], "it lost");
+}
+
+/// Spins (not sleeps) for `time`, so that a node's run takes it.
+fn spin_for(time: Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < time {
+        std::hint::spin_loop();
+    }
+}
+
+/// A graph of `nodes` empty nodes in a chain on a pool of no worker,
+/// alone below `frame` (a frame threshold of `share_above`), with node 1
+/// spinning for `heavy` once `heavy_from` frames have run.
+fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> TaskGraph<()> {
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(frame, Duration::ZERO);
+    let names: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
+            if i == 1 && cx.frame() >= heavy_from {
+                spin_for(heavy);
+            }
+        });
+        if i > 0 {
+            node.after([names[i - 1].clone()]);
+        }
+    }
+    b.build().unwrap()
+}
+
+/// Frames clearly too light to share update the node estimates one frame
+/// in `ESTIMATE_ALONE_EVERY`, the first frame and the first after a
+/// rebuild included, and at once after a frame whose batch of light nodes
+/// ran heavy (here only if the thread was interrupted in one).
+#[test]
+fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    let mut graph = chain(4, Duration::from_secs(1), Duration::ZERO, u64::MAX);
+    let mut last = None;
+    let mut skipped = 0;
+    for frame in 0..3 * ESTIMATE_ALONE_EVERY {
+        let stats = graph.run(&pool, &()).unwrap();
+        assert_eq!(stats.sharing(), FrameSharing::Alone);
+        let due = last.is_none_or(|last| frame >= last + ESTIMATE_ALONE_EVERY)
+            || graph.runtime.plan.light_ran_heavy();
+        let updated = graph.runtime.estimated_after == Some(frame);
+        assert_eq!(updated, due, "frame {frame}");
+        if due {
+            last = Some(frame);
+        } else {
+            skipped += 1;
+        }
+    }
+    assert!(skipped >= ESTIMATE_ALONE_EVERY, "{skipped} frames skipped");
+    assert!(
+        graph.runtime.estimate.iter().all(|&e| e > 0),
+        "every node was estimated"
+    );
+    // A rebuild (same names: the estimates carry over) updates them at
+    // its first frame.
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(Duration::from_secs(1), Duration::ZERO);
+    b.node("n0", Lane::FrameCritical, |_| {});
+    b.node("n9", Lane::FrameCritical, |_| {}).after(["n0"]);
+    b.build_into(&mut graph).unwrap();
+    assert_eq!(graph.runtime.estimated_after, None);
+    graph.run(&pool, &()).unwrap();
+    assert_eq!(
+        graph.runtime.estimated_after,
+        Some(3 * ESTIMATE_ALONE_EVERY)
+    );
+}
+
+/// A frame run alone that is not clearly light (a quarter of the frame
+/// threshold or more) updates the estimates at once, every frame, so a
+/// graph that grows is shared no later than before.
+#[test]
+fn frames_near_the_threshold_update_the_estimates_every_frame() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    // 2 ms a frame from frame 2: alone (under 4 ms), but not a quarter of
+    // it.
+    let mut graph = chain(4, Duration::from_millis(4), Duration::from_millis(2), 2);
+    for frame in 0..2 + ESTIMATE_ALONE_EVERY {
+        graph.run(&pool, &()).unwrap();
+        if frame >= 2 {
+            assert_eq!(graph.runtime.estimated_after, Some(frame), "frame {frame}");
+        }
+    }
+}
+
+/// In frames clearly alone, a batch of light nodes that ran heavy (one of
+/// them turned heavy) updates the estimates at once, so the node is no
+/// longer light, and timed alone, from the next frame; a batch that ran
+/// light does not.
+#[test]
+fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    let heavy_from = 2 * ESTIMATE_ALONE_EVERY + 2;
+    let mut graph = chain(8, Duration::MAX, Duration::from_millis(2), heavy_from);
+    for _ in 0..heavy_from - 1 {
+        graph.run(&pool, &()).unwrap();
+    }
+    let updated = Some(2 * ESTIMATE_ALONE_EVERY);
+    assert_eq!(graph.runtime.estimated_after, updated);
+    // Every node light, under a bound no unoptimised build reaches, but a
+    // batch holding the 2 ms node does.
+    let runtime = &mut graph.runtime;
+    let bound = (50_000.0 / runtime.rate.nanos_per_tick()) as u64;
+    let mark_light = |runtime: &mut super::Runtime<()>| {
+        runtime.plan.light_mut().fill(true);
+        runtime.plan.set_light_below(bound);
+    };
+    mark_light(runtime);
+    graph.run(&pool, &()).unwrap();
+    assert_eq!(graph.runtime.estimated_after, updated, "a light batch");
+    mark_light(&mut graph.runtime);
+    graph.run(&pool, &()).unwrap();
+    assert_eq!(
+        graph.runtime.estimated_after,
+        Some(heavy_from),
+        "a heavy batch"
+    );
+    assert!(!graph.runtime.plan.light_mut()[1], "node 1 is heavy after");
 }
