@@ -24,24 +24,29 @@ pub(super) const REPRIORITIZE_EVERY: u64 = 8;
 /// took the frame from a median of 12.4 to 11.2 µs in three paired runs.
 pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 
-/// While frames run alone far below a second thread's worth (even
-/// [`CLEARLY_ALONE_FACTOR`] times the frame's wall time would not be worth
-/// one), the node estimates are brought up to date only every this many
-/// frames. Such frames use them for nothing but the decision to stay alone,
-/// which their wall time already settles, and for which nodes to batch
-/// (`alone.rs`); walking every node's record after each frame was about a
-/// tenth of a 256-node frame of empty nodes. A frame that is not clearly
-/// alone updates them at once, so a graph that grows heavier is shared as
-/// soon as before, and so does one in which a batch of light nodes ran
-/// heavy ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
+/// While the verdict on sharing is clear, frame after frame, the node
+/// estimates are brought up to date only every this many frames: in a
+/// frame run alone that even [`CLEAR_MARGIN`] times its wall time would
+/// not make worth a second thread, and in a shared frame whose estimated
+/// work would be worth one at a [`CLEAR_MARGIN`]th of it. Such frames use
+/// the estimates for nothing the next frames need fresh: the verdict stays,
+/// priorities are recomputed from them every 8 or 64 frames, and only
+/// frames run alone batch light nodes (`alone.rs`). Walking every node's
+/// record after each frame was about a tenth of a 256-node frame of empty
+/// nodes, and 1.2 of the 5 µs a paced 1 µs frame of them spent after its
+/// last node. Any other frame updates them at once, so a graph that grows
+/// heavier or lighter is shared or run alone as soon as before, and so
+/// does a frame run alone in which a batch of light nodes ran heavy
+/// ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
 /// so a node that turned heavy is timed alone from the next frame on.
-pub(super) const ESTIMATE_ALONE_EVERY: u64 = 8;
+pub(super) const ESTIMATE_SETTLED_EVERY: u64 = 8;
 
-/// How far below a second thread's worth a frame run alone must be for
-/// [`ESTIMATE_ALONE_EVERY`]: its nodes ran within its wall time, one after
-/// another, so their estimates could grow fourfold before the verdict
-/// changed.
-pub(super) const CLEARLY_ALONE_FACTOR: f64 = 4.0;
+/// How far from the threshold of a second thread a frame must be for
+/// [`ESTIMATE_SETTLED_EVERY`]. A frame run alone ran its nodes one after
+/// another within its wall time, so their estimates could grow this much
+/// before the verdict changed; a shared frame's estimates could shrink as
+/// much.
+pub(super) const CLEAR_MARGIN: f64 = 4.0;
 
 /// Planned frames (`planned.rs`) walk lists worked out from the
 /// priorities, and a walker whose list runs late claims the ready nodes of
@@ -375,19 +380,28 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// ([`alone::BATCH_BELOW_NANOS`]): one walk over the nodes, which every
     /// frame's end pays for.
     /// Whether frame `number` (of `wall` time) brings the node estimates up
-    /// to date: always, but while frames run clearly alone, only every
-    /// [`ESTIMATE_ALONE_EVERY`] frames ([`CLEARLY_ALONE_FACTOR`]).
+    /// to date: always, but while the verdict on sharing is clear, only
+    /// every [`ESTIMATE_SETTLED_EVERY`] frames.
     pub(super) fn estimates_due(&self, number: u64, wall: Duration) -> bool {
-        let clearly_alone = self.stats.sharing() == FrameSharing::Alone
-            && !self.share_above.worth_a_second_thread(
-                wall.as_nanos() as f64 * CLEARLY_ALONE_FACTOR,
-                self.estimate.len(),
-            );
-        !clearly_alone
-            || self.plan.light_ran_heavy()
+        let nodes = self.estimate.len();
+        let settled = match self.stats.sharing() {
+            FrameSharing::Alone => {
+                !self.plan.light_ran_heavy()
+                    && !self
+                        .share_above
+                        .worth_a_second_thread(wall.as_nanos() as f64 * CLEAR_MARGIN, nodes)
+            }
+            FrameSharing::Shared | FrameSharing::Planned => {
+                let work = self.estimate_total as f64 * self.rate.nanos_per_tick();
+                self.share_above
+                    .worth_a_second_thread(work / CLEAR_MARGIN, nodes)
+            }
+            FrameSharing::HandedOver => false,
+        };
+        !settled
             || self
                 .estimated_after
-                .is_none_or(|after| number >= after + ESTIMATE_ALONE_EVERY)
+                .is_none_or(|after| number >= after + ESTIMATE_SETTLED_EVERY)
     }
 
     pub(super) fn update_estimates(&mut self) {

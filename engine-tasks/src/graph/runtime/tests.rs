@@ -3,10 +3,11 @@
 
 use super::alone::HAND_OVER_MARGIN;
 use super::policy::{
-    linger_ticks, SharingTrial, Worth, CLEARLY_TRIAL_EVERY, ESTIMATE_ALONE_EVERY, HELD_MARGIN,
+    linger_ticks, SharingTrial, Worth, CLEARLY_TRIAL_EVERY, ESTIMATE_SETTLED_EVERY, HELD_MARGIN,
     TRIAL_EVERY,
 };
 use super::ShareThreshold;
+use crate::graph::TaskGraphBuilder;
 use crate::{FrameSharing, Lane, Pool, TaskGraph};
 use std::time::Duration;
 
@@ -304,10 +305,15 @@ fn spin_for(time: Duration) {
     }
 }
 
-/// A graph of `nodes` empty nodes in a chain on a pool of no worker,
-/// alone below `frame` (a frame threshold of `share_above`), with node 1
-/// spinning for `heavy` once `heavy_from` frames have run.
-fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> TaskGraph<()> {
+/// A builder of `nodes` empty nodes in a chain, alone below `frame` (a
+/// frame threshold of `share_above`), with node 1 spinning for `heavy`
+/// once `heavy_from` frames have run.
+fn chain_builder(
+    nodes: usize,
+    frame: Duration,
+    heavy: Duration,
+    heavy_from: u64,
+) -> TaskGraphBuilder<()> {
     let mut b = TaskGraph::<()>::builder();
     b.share_above(frame, Duration::ZERO);
     let names: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
@@ -321,11 +327,18 @@ fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> Tas
             node.after([names[i - 1].clone()]);
         }
     }
-    b.build().unwrap()
+    b
+}
+
+/// [`chain_builder`]'s graph.
+fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> TaskGraph<()> {
+    chain_builder(nodes, frame, heavy, heavy_from)
+        .build()
+        .unwrap()
 }
 
 /// Frames clearly too light to share update the node estimates one frame
-/// in `ESTIMATE_ALONE_EVERY`, the first frame and the first after a
+/// in `ESTIMATE_SETTLED_EVERY`, the first frame and the first after a
 /// rebuild included, and at once after a frame whose batch of light nodes
 /// ran heavy (here only if the thread was interrupted in one).
 #[test]
@@ -334,10 +347,10 @@ fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
     let mut graph = chain(4, Duration::from_secs(1), Duration::ZERO, u64::MAX);
     let mut last = None;
     let mut skipped = 0;
-    for frame in 0..3 * ESTIMATE_ALONE_EVERY {
+    for frame in 0..3 * ESTIMATE_SETTLED_EVERY {
         let stats = graph.run(&pool, &()).unwrap();
         assert_eq!(stats.sharing(), FrameSharing::Alone);
-        let due = last.is_none_or(|last| frame >= last + ESTIMATE_ALONE_EVERY)
+        let due = last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
             || graph.runtime.plan.light_ran_heavy();
         let updated = graph.runtime.estimated_after == Some(frame);
         assert_eq!(updated, due, "frame {frame}");
@@ -347,7 +360,10 @@ fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
             skipped += 1;
         }
     }
-    assert!(skipped >= ESTIMATE_ALONE_EVERY, "{skipped} frames skipped");
+    assert!(
+        skipped >= ESTIMATE_SETTLED_EVERY,
+        "{skipped} frames skipped"
+    );
     assert!(
         graph.runtime.estimate.iter().all(|&e| e > 0),
         "every node was estimated"
@@ -363,7 +379,7 @@ fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
     graph.run(&pool, &()).unwrap();
     assert_eq!(
         graph.runtime.estimated_after,
-        Some(3 * ESTIMATE_ALONE_EVERY)
+        Some(3 * ESTIMATE_SETTLED_EVERY)
     );
 }
 
@@ -376,7 +392,7 @@ fn frames_near_the_threshold_update_the_estimates_every_frame() {
     // 2 ms a frame from frame 2: alone (under 4 ms), but not a quarter of
     // it.
     let mut graph = chain(4, Duration::from_millis(4), Duration::from_millis(2), 2);
-    for frame in 0..2 + ESTIMATE_ALONE_EVERY {
+    for frame in 0..2 + ESTIMATE_SETTLED_EVERY {
         graph.run(&pool, &()).unwrap();
         if frame >= 2 {
             assert_eq!(graph.runtime.estimated_after, Some(frame), "frame {frame}");
@@ -391,12 +407,12 @@ fn frames_near_the_threshold_update_the_estimates_every_frame() {
 #[test]
 fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
     let pool = Pool::builder().threads(0).build().unwrap();
-    let heavy_from = 2 * ESTIMATE_ALONE_EVERY + 2;
+    let heavy_from = 2 * ESTIMATE_SETTLED_EVERY + 2;
     let mut graph = chain(8, Duration::MAX, Duration::from_millis(2), heavy_from);
     for _ in 0..heavy_from - 1 {
         graph.run(&pool, &()).unwrap();
     }
-    let updated = Some(2 * ESTIMATE_ALONE_EVERY);
+    let updated = Some(2 * ESTIMATE_SETTLED_EVERY);
     assert_eq!(graph.runtime.estimated_after, updated);
     // Every node light, under a bound no unoptimised build reaches, but a
     // batch holding the 2 ms node does.
@@ -417,4 +433,68 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
         "a heavy batch"
     );
     assert!(!graph.runtime.plan.light_mut()[1], "node 1 is heavy after");
+}
+
+/// Shared frames whose estimated work would be worth a second thread at a
+/// quarter of it update the estimates one frame in
+/// `ESTIMATE_SETTLED_EVERY`; a frame handed over updates them at once.
+#[test]
+fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    for plan in [false, true] {
+        let mut b = chain_builder(4, Duration::ZERO, Duration::ZERO, u64::MAX);
+        b.plan_frames(plan);
+        let mut graph = b.build().unwrap();
+        let mut last = None;
+        let mut skipped = 0;
+        let mut planned = 0;
+        for frame in 0..3 * ESTIMATE_SETTLED_EVERY {
+            let sharing = graph.run(&pool, &()).unwrap().sharing();
+            assert_ne!(sharing, FrameSharing::Alone, "frame {frame}");
+            planned += usize::from(sharing == FrameSharing::Planned);
+            let due = last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
+                || sharing == FrameSharing::HandedOver;
+            let updated = graph.runtime.estimated_after == Some(frame);
+            assert_eq!(updated, due, "frame {frame} ({sharing:?}, planned: {plan})");
+            if due {
+                last = Some(frame);
+            } else {
+                skipped += 1;
+            }
+        }
+        assert!(
+            skipped >= ESTIMATE_SETTLED_EVERY,
+            "{skipped} frames skipped"
+        );
+        assert_eq!(planned > 0, plan, "{planned} frames planned");
+    }
+}
+
+/// A shared frame whose estimated work would not be worth a second thread
+/// at a quarter of it updates the estimates every frame, so a graph that
+/// turns lighter runs alone as soon as before.
+#[test]
+fn shared_frames_near_the_threshold_update_the_estimates_every_frame() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    // Four nodes of 200 µs: 800 µs of work, shared above 700 µs but not
+    // clearly (a preempted node would have to add 2 ms to the estimates).
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(Duration::from_micros(700), Duration::ZERO);
+    for name in ["a", "b", "c", "d"] {
+        b.node(name, Lane::FrameCritical, |_| {
+            spin_for(Duration::from_micros(200))
+        });
+    }
+    let mut graph = b.build().unwrap();
+    let mut shared = 0;
+    for frame in 0..2 + ESTIMATE_SETTLED_EVERY {
+        let sharing = graph.run(&pool, &()).unwrap().sharing();
+        shared += usize::from(sharing != FrameSharing::Alone);
+        assert_eq!(
+            graph.runtime.estimated_after,
+            Some(frame),
+            "frame {frame} ({sharing:?})"
+        );
+    }
+    assert!(shared > 0, "no frame was shared");
 }
