@@ -475,11 +475,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let frame_slot = self.shared_mut().inputs.thread_slot;
         if start.after_idle_gap {
             // The workers that took part wake early for the next frames.
-            let helpers = if sharing == FrameSharing::Alone {
-                0
-            } else {
-                self.stats.slots_that_ran() & !bit_of(frame_slot)
+            let took_part = match sharing {
+                FrameSharing::Alone => 0,
+                // Relaxed: the frame latch's acquire ordered the helpers'
+                // marks (`walk_plan`).
+                FrameSharing::Planned => self.shared_mut().helper_slots.load(Ordering::Relaxed),
+                FrameSharing::HandedOver | FrameSharing::Shared => self.stats.slots_that_ran(),
             };
+            let helpers = took_part & !bit_of(frame_slot);
             pool_shared.next_frame.frame_ended(helpers);
         }
         let stats = &self.stats;

@@ -165,6 +165,10 @@ pub(super) struct Shared<C: ?Sized> {
     /// slot of each walker (list) that went to sleep.
     pub(super) sleepers: CachePadded<Sleepers>,
     pub(super) walker_slots: [AtomicU32; planned::MAX_LISTS],
+    /// The pool slots (below 64) of the helpers that ran a node of the
+    /// running planned frame, a bit each: who took part, without a walk of
+    /// the run records (`Runtime::finish_frame`).
+    pub(super) helper_slots: AtomicU64,
     pub(super) successor_start: Vec<u32>,
     /// Reordered by priority between frames only.
     pub(super) successors: Vec<u32>,
@@ -212,6 +216,7 @@ impl<C: ?Sized> Shared<C> {
     /// Node states need nothing (module docs).
     pub(super) fn reset(&mut self, sinks: usize) {
         *self.failed.get_mut() = false;
+        *self.helper_slots.get_mut() = 0;
         *self.sinks_left.get_mut() = sinks;
         self.done = CachePadded::new(Latch::new(1));
     }

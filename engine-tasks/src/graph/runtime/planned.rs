@@ -43,7 +43,9 @@
 //! pushed → *walking* again; → *done* when every node is claimed. The
 //! frame's thread then waits for the frame's latch, counted down by the
 //! last sink and by each helper task as its last touch of the graph, as in
-//! any shared frame.
+//! any shared frame. A helper that ran a node marks its pool slot first
+//! (`helper_slots`), so the frame's end knows who took part (for the early
+//! wake-ups of a paced loop) without reading every node's run record.
 
 use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
@@ -280,6 +282,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         // The last node's end, while this thread goes straight on to the
         // next node (one clock read per node).
         let mut straight_on: Option<u64> = None;
+        let mut ran = 0u32;
         // After an idle gap, the lines of this list's next nodes, which the
         // hardware prefetcher cannot guess (module docs).
         let mine = schedule.list(me);
@@ -313,6 +316,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let outcome = self.run_body(index, frame);
             let end = now();
             straight_on = Some(end);
+            ran += 1;
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             local.count_inline_run(lane);
             let successors = self.successors_of(index);
@@ -335,6 +339,12 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
         });
         local.set_lane(outer_lane);
+        if ran > 0 && !frame_thread {
+            let slot = 1u64.checked_shl(local.index() as u32).unwrap_or(0);
+            // Relaxed: the helper's count-down of the frame's latch, after
+            // this, publishes it to the frame's thread.
+            self.helper_slots.fetch_or(slot, Ordering::Relaxed);
+        }
     }
 
     /// Claims the next node: the head of list `me` if it is ready, else

@@ -498,3 +498,38 @@ fn shared_frames_near_the_threshold_update_the_estimates_every_frame() {
     }
     assert!(shared > 0, "no frame was shared");
 }
+
+/// In a planned frame the helpers mark the pool slots that ran its nodes
+/// (for the early wake-ups), the same slots the run records name.
+#[test]
+fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(Duration::ZERO, Duration::ZERO);
+    for i in 0..8 {
+        b.node(format!("n{i}"), Lane::FrameCritical, |_| {
+            spin_for(Duration::from_micros(20))
+        });
+    }
+    let mut graph = b.build().unwrap();
+    let (mut planned, mut helped) = (0, 0);
+    for _ in 0..50 {
+        if graph.run(&pool, &()).unwrap().sharing() != FrameSharing::Planned {
+            continue;
+        }
+        planned += 1;
+        let runtime = &mut graph.runtime;
+        let frame_slot = super::bit_of(runtime.shared_mut().inputs.thread_slot);
+        let marked = runtime
+            .shared_mut()
+            .helper_slots
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let ran = runtime.stats.slots_that_ran();
+        assert_eq!(marked & !frame_slot, ran & !frame_slot);
+        helped += usize::from(ran & !frame_slot != 0);
+    }
+    assert!(
+        planned > 0 && helped > 0,
+        "{planned} planned, {helped} helped"
+    );
+}
