@@ -55,7 +55,7 @@ mod rebuild;
 use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
-    SharingTrial, IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY,
+    Clarity, SharingTrial, IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY,
     REPRIORITIZE_EVERY, REPRIORITIZE_PLANNED_EVERY,
 };
 
@@ -112,6 +112,8 @@ pub(super) struct Runtime<C: ?Sized> {
     /// The frame after which `estimate` was last brought up to date (`None`
     /// before the first, and after a rebuild): see `estimates_due`.
     estimated_after: Option<u64>,
+    /// The last frame whose verdict on sharing was not clear (`clarity`).
+    unclear_at: Option<u64>,
     priority: Vec<u64>,
     /// The frame after which priorities were last recomputed from measured
     /// times (`None` before the first).
@@ -199,6 +201,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             estimate: Vec::new(),
             estimate_total: 0,
             estimated_after: None,
+            unclear_at: None,
             priority: Vec::new(),
             reprioritized_after: None,
             frames: 0,
@@ -473,16 +476,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.stats.set_sharing(sharing);
         self.record(start.number, wall, start.start_tick, steals, slots);
         let frame_slot = self.shared_mut().inputs.thread_slot;
+        // Set only in planned frames; the frame latch's acquire ordered the
+        // helpers' marks (`walk_plan`), and `&mut self` holds the graph.
+        let helped = *self.shared_mut().helper_slots.get_mut() & !bit_of(frame_slot);
         if start.after_idle_gap {
             // The workers that took part wake early for the next frames.
-            let took_part = match sharing {
+            let helpers = match sharing {
                 FrameSharing::Alone => 0,
-                // Relaxed: the frame latch's acquire ordered the helpers'
-                // marks (`walk_plan`).
-                FrameSharing::Planned => self.shared_mut().helper_slots.load(Ordering::Relaxed),
-                FrameSharing::HandedOver | FrameSharing::Shared => self.stats.slots_that_ran(),
+                FrameSharing::Planned => helped,
+                FrameSharing::HandedOver | FrameSharing::Shared => {
+                    self.stats.slots_that_ran() & !bit_of(frame_slot)
+                }
             };
-            let helpers = took_part & !bit_of(frame_slot);
             pool_shared.next_frame.frame_ended(helpers);
         }
         let stats = &self.stats;
@@ -504,7 +509,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
             active.then(|| parked.saturating_sub(before[slot]))
         });
-        self.learn(start.number, wall);
+        // The frame's thread and its helpers, if it was planned.
+        self.learn(start.number, wall, 1 + helped.count_ones());
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
@@ -517,18 +523,24 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// What the frame teaches the next ones: node estimates (which feed
     /// the wake-up decision in any order), priorities and the plan.
-    fn learn(&mut self, number: u64, wall: Duration) {
+    /// `walkers`: the threads that ran its nodes, if it was planned.
+    fn learn(&mut self, number: u64, wall: Duration, walkers: u32) {
         let timed = self.shared_mut().timed;
-        if timed && self.estimates_due(number, wall) {
+        let clarity = self.clarity(wall, walkers);
+        if clarity == Clarity::Unclear {
+            self.unclear_at = Some(number);
+        }
+        if timed && self.estimates_due(number, clarity) {
             self.estimated_after = Some(number);
             self.update_estimates();
         }
         self.update_wakes(wall);
-        if self.order == ReadyOrder::CriticalPathFirst && timed {
-            // Every eighth frame while frames are shared and queued, every
-            // 64th while they run alone or planned (the constants say why).
-            // The interval is the current one, so a re-sort long due comes
-            // at once when frames turn queued.
+        // Never while frames run clearly alone, every 64th while they run
+        // alone or planned, every eighth while they are shared and queued
+        // (the constants say why). The interval is the current one, so a
+        // re-sort long due comes at once when frames turn queued.
+        if self.order == ReadyOrder::CriticalPathFirst && timed && clarity != Clarity::ClearlyAlone
+        {
             let every = if !self.waking {
                 REPRIORITIZE_ALONE_EVERY
             } else if self.plan_lane.is_some() {

@@ -340,10 +340,10 @@ impl<C: ?Sized + Sync> Shared<C> {
         });
         local.set_lane(outer_lane);
         if ran > 0 && !frame_thread {
-            let slot = 1u64.checked_shl(local.index() as u32).unwrap_or(0);
             // Relaxed: the helper's count-down of the frame's latch, after
             // this, publishes it to the frame's thread.
-            self.helper_slots.fetch_or(slot, Ordering::Relaxed);
+            self.helper_slots
+                .fetch_or(super::bit_of(local.index() as u32), Ordering::Relaxed);
         }
     }
 

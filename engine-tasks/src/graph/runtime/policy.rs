@@ -22,31 +22,56 @@ pub(super) const REPRIORITIZE_EVERY: u64 = 8;
 /// frames (and, once frames are shared, as soon as [`REPRIORITIZE_EVERY`]
 /// frames passed). On the benchmark graph of 256 empty nodes, timed, this
 /// took the frame from a median of 12.4 to 11.2 µs in three paired runs.
+/// While frames run clearly alone ([`Clarity::ClearlyAlone`]), where a
+/// hand-over is far off, not at all: on that graph the frame of the
+/// re-sort and the new plan took about 10 µs more than the others, which
+/// added 0.15 µs to a mean frame of about 4.4 µs.
 pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 
 /// While the verdict on sharing is clear, frame after frame, the node
 /// estimates are brought up to date only every this many frames: in a
 /// frame run alone that even [`CLEAR_MARGIN`] times its wall time would
-/// not make worth a second thread, and in a shared frame whose estimated
-/// work would be worth one at a [`CLEAR_MARGIN`]th of it. Such frames use
-/// the estimates for nothing the next frames need fresh: the verdict stays,
-/// priorities are recomputed from them every 8 or 64 frames, and only
-/// frames run alone batch light nodes (`alone.rs`). Walking every node's
-/// record after each frame was about a tenth of a 256-node frame of empty
-/// nodes, and 1.2 of the 5 µs a paced 1 µs frame of them spent after its
-/// last node. Any other frame updates them at once, so a graph that grows
-/// heavier or lighter is shared or run alone as soon as before, and so
-/// does a frame run alone in which a batch of light nodes ran heavy
-/// ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
-/// so a node that turned heavy is timed alone from the next frame on.
+/// not make worth a second thread, and in a planned frame whose estimated
+/// work, and its wall time times the threads that ran it, would both be
+/// worth one at a [`CLEAR_MARGIN`]th of it. Such frames use the estimates
+/// for nothing the next frames need fresh: the verdict stays, priorities
+/// and the plan of planned frames are recomputed from them every 64 frames
+/// (not at all while frames run clearly alone), and only frames run alone
+/// batch light nodes (`alone.rs`). Walking every node's record after each frame was about a
+/// tenth of a 256-node frame of empty nodes, and 1.2 of the 5 µs a paced
+/// 1 µs frame of them spent after its last node. Any other frame updates
+/// them at once, and so do the [`ESTIMATE_SETTLED_EVERY`] frames after it
+/// ([`Runtime::estimates_due`]): a frame near the threshold, a hand-over, a
+/// queued frame, a frame run alone in which a batch of light nodes ran
+/// heavy ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
+/// a frame whose wall time says its work was far from the estimates. So a
+/// graph that grows heavier or lighter is shared or run alone as soon as
+/// before, a node that turned heavy stops being batched as soon as before,
+/// and a held-up frame's times leave the estimates as fast as before.
 pub(super) const ESTIMATE_SETTLED_EVERY: u64 = 8;
 
 /// How far from the threshold of a second thread a frame must be for
 /// [`ESTIMATE_SETTLED_EVERY`]. A frame run alone ran its nodes one after
 /// another within its wall time, so their estimates could grow this much
-/// before the verdict changed; a shared frame's estimates could shrink as
-/// much.
+/// before the verdict changed; a planned frame's work is at most its wall
+/// time times the threads that ran it, so neither that bound nor the
+/// estimates could shrink this much before it changed.
 pub(super) const CLEAR_MARGIN: f64 = 4.0;
+
+/// How clear the verdict on sharing was in a frame ([`Runtime::clarity`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub(super) enum Clarity {
+    /// Run alone, and even [`CLEAR_MARGIN`] times its wall time would not
+    /// be worth a second thread (and no batch of light nodes ran heavy).
+    ClearlyAlone,
+    /// Planned, and a [`CLEAR_MARGIN`]th of its estimated work would be
+    /// worth one, and so would a [`CLEAR_MARGIN`]th of its wall time times
+    /// the threads that ran it.
+    ClearlyShared,
+    /// Near the threshold, handed over, queued, or a batch of light nodes
+    /// ran heavy.
+    Unclear,
+}
 
 /// Planned frames (`planned.rs`) walk lists worked out from the
 /// priorities, and a walker whose list runs late claims the ready nodes of
@@ -370,6 +395,53 @@ impl<C: ?Sized + Sync> Runtime<C> {
         pool.set_linger_ticks(linger);
     }
 
+    /// How clear the verdict on sharing was in the frame that just ended,
+    /// which took `wall`; `walkers`: if it was planned, the threads that ran
+    /// its nodes.
+    pub(super) fn clarity(&self, wall: Duration, walkers: u32) -> Clarity {
+        let nodes = self.estimate.len();
+        let clearly_worth = |nanos: f64| {
+            self.share_above
+                .worth_a_second_thread(nanos / CLEAR_MARGIN, nodes)
+        };
+        match self.stats.sharing() {
+            FrameSharing::Alone
+                if !self.plan.light_ran_heavy()
+                    && !self
+                        .share_above
+                        .worth_a_second_thread(wall.as_nanos() as f64 * CLEAR_MARGIN, nodes) =>
+            {
+                Clarity::ClearlyAlone
+            }
+            // The wall time times the walkers bounds this frame's work from
+            // above: a light graph whose estimates one held-up node blew up
+            // is not clearly shared.
+            FrameSharing::Planned
+                if clearly_worth(self.estimate_total as f64 * self.rate.nanos_per_tick())
+                    && clearly_worth(wall.as_nanos() as f64 * f64::from(walkers)) =>
+            {
+                Clarity::ClearlyShared
+            }
+            _ => Clarity::Unclear,
+        }
+    }
+
+    /// Whether frame `number`, of `clarity`, brings the node estimates up
+    /// to date: always, but while the verdict is clear, only every
+    /// [`ESTIMATE_SETTLED_EVERY`] frames, and not before as many frames
+    /// passed since the last frame that was not clear. An unclear frame
+    /// (a held-up node, say) is folded in at once, so the frames after it
+    /// are too, as many as before, to bring it back down.
+    pub(super) fn estimates_due(&self, number: u64, clarity: Clarity) -> bool {
+        clarity == Clarity::Unclear
+            || self
+                .unclear_at
+                .is_some_and(|at| number < at + ESTIMATE_SETTLED_EVERY)
+            || self
+                .estimated_after
+                .is_none_or(|after| number >= after + ESTIMATE_SETTLED_EVERY)
+    }
+
     /// Folds this frame's node times into the smoothed estimates
     /// (exponential average, weight 1/4 for the newest frame) and their sum.
     /// A node that panicked or was skipped keeps its estimate. An estimate
@@ -377,33 +449,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// smoothed one never decays to 0: `e - e / 4` stays above 0).
     ///
     /// In the same pass, marks the nodes now light for frames run alone
-    /// ([`alone::BATCH_BELOW_NANOS`]): one walk over the nodes, which every
-    /// frame's end pays for.
-    /// Whether frame `number` (of `wall` time) brings the node estimates up
-    /// to date: always, but while the verdict on sharing is clear, only
-    /// every [`ESTIMATE_SETTLED_EVERY`] frames.
-    pub(super) fn estimates_due(&self, number: u64, wall: Duration) -> bool {
-        let nodes = self.estimate.len();
-        let settled = match self.stats.sharing() {
-            FrameSharing::Alone => {
-                !self.plan.light_ran_heavy()
-                    && !self
-                        .share_above
-                        .worth_a_second_thread(wall.as_nanos() as f64 * CLEAR_MARGIN, nodes)
-            }
-            FrameSharing::Shared | FrameSharing::Planned => {
-                let work = self.estimate_total as f64 * self.rate.nanos_per_tick();
-                self.share_above
-                    .worth_a_second_thread(work / CLEAR_MARGIN, nodes)
-            }
-            FrameSharing::HandedOver => false,
-        };
-        !settled
-            || self
-                .estimated_after
-                .is_none_or(|after| number >= after + ESTIMATE_SETTLED_EVERY)
-    }
-
+    /// ([`alone::BATCH_BELOW_NANOS`]): one walk over the nodes, which the
+    /// end of a frame pays for when [`estimates_due`](Self::estimates_due).
     pub(super) fn update_estimates(&mut self) {
         let light_ticks = (alone::BATCH_BELOW_NANOS / self.rate.nanos_per_tick()) as u64;
         let mut total = 0;

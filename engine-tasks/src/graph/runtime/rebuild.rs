@@ -183,6 +183,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }));
         self.estimate_total = self.estimate.iter().sum();
         self.estimated_after = None;
+        self.unclear_at = None;
         for &id in &self.old_labels {
             self.by_label[id as usize] = UNKNOWN;
         }

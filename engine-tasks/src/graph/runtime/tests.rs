@@ -8,7 +8,7 @@ use super::policy::{
 };
 use super::ShareThreshold;
 use crate::graph::TaskGraphBuilder;
-use crate::{FrameSharing, Lane, Pool, TaskGraph};
+use crate::{FrameSharing, Lane, Pool, ReadyOrder, TaskGraph};
 use std::time::Duration;
 
 /// Whether the next frame is shared follows the times of the nodes that
@@ -337,6 +337,15 @@ fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> Tas
         .unwrap()
 }
 
+/// Whether a frame whose verdict was clear unless it is `unclear` (the
+/// last unclear frame) updates the estimates, the last update having been
+/// at `last`: the rule of `Runtime::estimates_due`, written out.
+fn settled_due(frame: u64, last: Option<u64>, unclear: Option<u64>) -> bool {
+    unclear == Some(frame)
+        || unclear.is_some_and(|at| frame < at + ESTIMATE_SETTLED_EVERY)
+        || last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
+}
+
 /// Frames clearly too light to share update the node estimates one frame
 /// in `ESTIMATE_SETTLED_EVERY`, the first frame and the first after a
 /// rebuild included, and at once after a frame whose batch of light nodes
@@ -345,15 +354,21 @@ fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> Tas
 fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
     let pool = Pool::builder().threads(0).build().unwrap();
     let mut graph = chain(4, Duration::from_secs(1), Duration::ZERO, u64::MAX);
-    let mut last = None;
-    let mut skipped = 0;
+    let (mut last, mut unclear, mut skipped) = (None, None, 0);
     for frame in 0..3 * ESTIMATE_SETTLED_EVERY {
         let stats = graph.run(&pool, &()).unwrap();
         assert_eq!(stats.sharing(), FrameSharing::Alone);
-        let due = last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
-            || graph.runtime.plan.light_ran_heavy();
+        let ran_heavy = graph.runtime.plan.light_ran_heavy();
+        if ran_heavy {
+            unclear = Some(frame);
+        }
+        let due = settled_due(frame, last, unclear);
         let updated = graph.runtime.estimated_after == Some(frame);
         assert_eq!(updated, due, "frame {frame}");
+        // Priorities are re-sorted only in a frame that was not clearly
+        // alone: here one whose batch ran heavy.
+        let resorted = graph.runtime.reprioritized_after == Some(frame);
+        assert!(!resorted || ran_heavy, "frame {frame} re-sorted");
         if due {
             last = Some(frame);
         } else {
@@ -368,6 +383,7 @@ fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
         graph.runtime.estimate.iter().all(|&e| e > 0),
         "every node was estimated"
     );
+    assert_eq!(graph.runtime.order, ReadyOrder::CriticalPathFirst);
     // A rebuild (same names: the estimates carry over) updates them at
     // its first frame.
     let mut b = TaskGraph::<()>::builder();
@@ -389,8 +405,8 @@ fn clearly_alone_frames_update_the_estimates_one_frame_in_a_few() {
 #[test]
 fn frames_near_the_threshold_update_the_estimates_every_frame() {
     let pool = Pool::builder().threads(0).build().unwrap();
-    // 2 ms a frame from frame 2: alone (under 4 ms), but not a quarter of
-    // it.
+    // 2 ms a frame from frame 2: alone (under 4 ms), but over a quarter of
+    // it, so not clearly alone. (Frame 2 also finds node 1's batch heavy.)
     let mut graph = chain(4, Duration::from_millis(4), Duration::from_millis(2), 2);
     for frame in 0..2 + ESTIMATE_SETTLED_EVERY {
         graph.run(&pool, &()).unwrap();
@@ -398,6 +414,13 @@ fn frames_near_the_threshold_update_the_estimates_every_frame() {
             assert_eq!(graph.runtime.estimated_after, Some(frame), "frame {frame}");
         }
     }
+    // Re-sorted at the first frame that was not clearly alone, as due (by
+    // frame 2; earlier if a batch of frame 1 was held up).
+    let resorted = graph.runtime.reprioritized_after;
+    assert!(
+        resorted.is_some_and(|at| at <= 2),
+        "re-sorted after {resorted:?}"
+    );
 }
 
 /// In frames clearly alone, a batch of light nodes that ran heavy (one of
@@ -413,7 +436,7 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
     // if its thread was held up for hundreds of µs, and a batch holding
     // the 2 ms node always does.
     let bound = (50_000.0 / graph.runtime.rate.nanos_per_tick()) as u64;
-    let (mut last, mut waited) = (None, 0);
+    let (mut last, mut unclear, mut waited) = (None, None, 0);
     for frame in 0..=heavy_from {
         if frame > 0 {
             graph.runtime.plan.light_mut().fill(true);
@@ -421,7 +444,10 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
         }
         graph.run(&pool, &()).unwrap();
         let ran_heavy = graph.runtime.plan.light_ran_heavy();
-        let due = last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY) || ran_heavy;
+        if ran_heavy {
+            unclear = Some(frame);
+        }
+        let due = settled_due(frame, last, unclear);
         let updated = graph.runtime.estimated_after == Some(frame);
         assert_eq!(
             updated, due,
@@ -441,9 +467,10 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
     assert!(waited > 0, "no light frame waited for its turn");
 }
 
-/// Shared frames whose estimated work would be worth a second thread at a
-/// quarter of it update the estimates one frame in
-/// `ESTIMATE_SETTLED_EVERY`; a frame handed over updates them at once.
+/// Planned frames whose estimated work, and wall time times their
+/// threads, would be worth a second thread at a quarter of it update the
+/// estimates one frame in `ESTIMATE_SETTLED_EVERY`; a frame handed over,
+/// or queued, updates them at once.
 #[test]
 fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
     let pool = Pool::builder().threads(1).build().unwrap();
@@ -451,15 +478,15 @@ fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
         let mut b = chain_builder(4, Duration::ZERO, Duration::ZERO, u64::MAX);
         b.plan_frames(plan);
         let mut graph = b.build().unwrap();
-        let mut last = None;
-        let mut skipped = 0;
-        let mut planned = 0;
+        let (mut last, mut unclear, mut skipped, mut planned) = (None, None, 0, 0);
         for frame in 0..3 * ESTIMATE_SETTLED_EVERY {
             let sharing = graph.run(&pool, &()).unwrap().sharing();
             assert_ne!(sharing, FrameSharing::Alone, "frame {frame}");
             planned += usize::from(sharing == FrameSharing::Planned);
-            let due = last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
-                || sharing == FrameSharing::HandedOver;
+            if sharing != FrameSharing::Planned {
+                unclear = Some(frame);
+            }
+            let due = settled_due(frame, last, unclear);
             let updated = graph.runtime.estimated_after == Some(frame);
             assert_eq!(updated, due, "frame {frame} ({sharing:?}, planned: {plan})");
             if due {
@@ -468,11 +495,13 @@ fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
                 skipped += 1;
             }
         }
-        assert!(
-            skipped >= ESTIMATE_SETTLED_EVERY,
-            "{skipped} frames skipped"
-        );
         assert_eq!(planned > 0, plan, "{planned} frames planned");
+        if plan {
+            assert!(
+                skipped >= ESTIMATE_SETTLED_EVERY,
+                "{skipped} frames skipped"
+            );
+        }
     }
 }
 
@@ -483,26 +512,35 @@ fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
 fn shared_frames_near_the_threshold_update_the_estimates_every_frame() {
     let pool = Pool::builder().threads(1).build().unwrap();
     // Four nodes of 200 µs: 800 µs of work, shared above 700 µs but not
-    // clearly (a preempted node would have to add 2 ms to the estimates).
+    // clearly: that takes estimates of 2.8 ms, which only a node held up
+    // by the machine for milliseconds gives (such frames are left out).
+    let threshold = Duration::from_micros(700);
     let mut b = TaskGraph::<()>::builder();
-    b.share_above(Duration::from_micros(700), Duration::ZERO);
+    b.share_above(threshold, Duration::ZERO);
     for name in ["a", "b", "c", "d"] {
         b.node(name, Lane::FrameCritical, |_| {
             spin_for(Duration::from_micros(200))
         });
     }
     let mut graph = b.build().unwrap();
-    let mut shared = 0;
-    for frame in 0..2 + ESTIMATE_SETTLED_EVERY {
+    let mut checked = 0;
+    for frame in 0..5 * ESTIMATE_SETTLED_EVERY {
+        let work = graph.runtime.estimate_total as f64 * graph.runtime.rate.nanos_per_tick();
         let sharing = graph.run(&pool, &()).unwrap().sharing();
-        shared += usize::from(sharing != FrameSharing::Alone);
+        let shared = matches!(sharing, FrameSharing::Shared | FrameSharing::Planned);
+        if !shared || work >= 4.0 * threshold.as_nanos() as f64 {
+            continue;
+        }
+        checked += 1;
         assert_eq!(
             graph.runtime.estimated_after,
             Some(frame),
             "frame {frame} ({sharing:?})"
         );
     }
-    assert!(shared > 0, "no frame was shared");
+    // Frames that follow a held-up one are clearly shared until the
+    // estimates come down: on a busy machine, most of them.
+    assert!(checked >= 4, "{checked} frames checked");
 }
 
 /// In a planned frame the helpers mark the pool slots that ran its nodes
@@ -512,14 +550,15 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let mut b = TaskGraph::<()>::builder();
     b.share_above(Duration::ZERO, Duration::ZERO);
-    for i in 0..8 {
+    // 800 µs a frame: long enough for a parked worker to wake and help.
+    for i in 0..16 {
         b.node(format!("n{i}"), Lane::FrameCritical, |_| {
-            spin_for(Duration::from_micros(20))
+            spin_for(Duration::from_micros(50))
         });
     }
     let mut graph = b.build().unwrap();
     let (mut planned, mut helped) = (0, 0);
-    for _ in 0..50 {
+    for _ in 0..30 {
         if graph.run(&pool, &()).unwrap().sharing() != FrameSharing::Planned {
             continue;
         }
@@ -537,5 +576,41 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
     assert!(
         planned > 0 && helped > 0,
         "{planned} planned, {helped} helped"
+    );
+}
+
+/// A graph clearly worth sharing whose nodes turn empty runs alone again
+/// within the frames its estimates take to come down, updated every frame:
+/// its shared frames' wall times no longer bound work that large, so they
+/// are not clear.
+#[test]
+fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let light_from = 2 * ESTIMATE_SETTLED_EVERY;
+    let mut b = TaskGraph::<()>::builder();
+    // 1.6 ms of work, shared above 200 µs: clearly, while it lasts.
+    b.share_above(Duration::from_micros(200), Duration::ZERO);
+    for name in ["a", "b", "c", "d"] {
+        b.node(name, Lane::FrameCritical, move |cx| {
+            if cx.frame() < light_from {
+                spin_for(Duration::from_micros(400));
+            }
+        });
+    }
+    let mut graph = b.build().unwrap();
+    let mut clear = 0;
+    for _ in 0..light_from {
+        let sharing = graph.run(&pool, &()).unwrap().sharing();
+        clear += usize::from(sharing == FrameSharing::Planned);
+    }
+    assert!(clear > 0, "no planned frame while heavy");
+    // From 1.6 ms to under 200 µs at a quarter a frame: 8 frames, then
+    // one to act on it; a few more for a frame held up on a busy machine.
+    let alone_after = (light_from..light_from + 24)
+        .find(|_| graph.run(&pool, &()).unwrap().sharing() == FrameSharing::Alone)
+        .map(|frame| frame - light_from);
+    assert!(
+        alone_after.is_some_and(|after| after <= 12),
+        "alone again after {alone_after:?} frames"
     );
 }
