@@ -205,7 +205,10 @@ fn paced_pair(
     for r in 1..=rounds {
         next = (next + period).max(Instant::now() + HELPER_LEAD);
         let at = (next - base).as_nanos() as u64;
-        assert!(at < 1 << TICK_BITS, "the measurement outran its tick encoding");
+        assert!(
+            at < 1 << TICK_BITS,
+            "the measurement outran its tick encoding"
+        );
         // Release: pairs with the helper's Acquire load.
         tick.store(r << TICK_BITS | at, Ordering::Release);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
