@@ -20,8 +20,14 @@
 //! first frame has nothing before it (so it starts alone too). After every
 //! node of a timed graph or of a first frame, and every [`CHECK_EVERY`]
 //! nodes otherwise, the thread checks the time since the frame's first
-//! node against the same rule; once it says yes, the thread *hands over*: it
-//! counts down the frame's latch for the sinks that already ran, completes
+//! node against the same rule. Once it says yes, the thread looks again
+//! after the next node (or run of light nodes): if those ran slow too (the
+//! margin on the node threshold each), the frame is heavier than the ones
+//! before. If not, the thread was held up once (preempted, say), and
+//! handing over would add a wake-up's system calls to the delay (20 to 40
+//! µs on the development VM, where such a frame of 256 empty nodes took
+//! 60 to 180 µs against 4), so it runs on alone and asks again at the next
+//! check. Once confirmed, the thread *hands over*: it counts down the frame's latch for the sinks that already ran, completes
 //! the countdowns of the nodes that ran and counts their releases of those
 //! that did not (plain stores, `Countdown::complete_alone` and
 //! `release_alone`), queues every node that is now
@@ -150,6 +156,14 @@ impl HandOverRule {
     fn says_hand_over(&self, now: u64, ran: u32) -> bool {
         let elapsed = now.wrapping_sub(self.start_tick);
         elapsed >= self.frame_ticks && elapsed >= self.node_ticks.saturating_mul(u64::from(ran))
+    }
+
+    /// Whether the nodes run from tick `at` (after `ran_then` nodes) to
+    /// `now` (after `ran`) took the rule's margin on the node threshold or
+    /// more each.
+    fn slow_since(&self, at: u64, ran_then: u32, now: u64, ran: u32) -> bool {
+        let nodes = u64::from(ran.saturating_sub(ran_then));
+        nodes > 0 && now.wrapping_sub(at) >= self.node_ticks.saturating_mul(nodes)
     }
 }
 
@@ -401,6 +415,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         let hand_over =
             hand_over.map(|rule| rule.starting_at(if timed { start } else { clock::ticks() }));
         let mut ended = (FrameSharing::Alone, plan.order.len());
+        // Where the rule last said hand over, not yet confirmed: (tick,
+        // nodes run).
+        let mut suspected: Option<(u64, u32)> = None;
         // The light nodes run since the clock was last read (module docs).
         let mut batch = [(0u32, NodeOutcome::Ran); BATCH];
         let mut batched = 0;
@@ -471,11 +488,19 @@ impl<C: ?Sized + Sync> Shared<C> {
             };
             next_check = ran.saturating_add(rule.check_every);
             let now = if timed { end } else { clock::ticks() };
-            let ran = ran as usize;
-            if ran < plan.order.len() && rule.says_hand_over(now, ran as u32) {
-                self.hand_over(plan, ran, &frame, local);
-                ended = (FrameSharing::HandedOver, ran);
-                break;
+            if (ran as usize) < plan.order.len() && rule.says_hand_over(now, ran) {
+                // Only if the nodes since it said so first ran slow too:
+                // a frame held up once (its thread preempted) runs on
+                // alone (module docs).
+                if suspected.is_some_and(|(at, ran_then)| rule.slow_since(at, ran_then, now, ran)) {
+                    self.hand_over(plan, ran as usize, &frame, local);
+                    ended = (FrameSharing::HandedOver, ran as usize);
+                    break;
+                }
+                suspected = Some((now, ran));
+                next_check = ran + 1;
+            } else {
+                suspected = None;
             }
         }
         plan.light_ran_heavy = heaviest_share >= plan.light_below;

@@ -614,3 +614,57 @@ fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
         "alone again after {alone_after:?} frames"
     );
 }
+
+/// A frame run alone that is held up once (here one node sleeps 3 ms, as
+/// a preempted thread would) runs on alone: the nodes after it run fast,
+/// so the rule does not hand the rest over. A frame whose nodes all turn
+/// slow is handed over.
+#[test]
+fn a_frame_held_up_once_runs_on_alone() {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    const LIGHT: u8 = 0;
+    const HELD_UP: u8 = 1;
+    const SLOW: u8 = 2;
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<AtomicU8>::builder();
+    // 64 empty nodes are far below it; 54 of 100 µs far above.
+    b.share_above(Duration::from_micros(500), Duration::from_micros(20));
+    let names: Vec<String> = (0..64).map(|i| format!("n{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
+            match cx.data().load(Relaxed) {
+                HELD_UP if i == 10 => std::thread::sleep(Duration::from_millis(3)),
+                SLOW if i >= 10 => spin_for(Duration::from_micros(100)),
+                _ => {}
+            }
+        });
+        if i > 0 {
+            node.after([names[i - 1].clone()]);
+        }
+    }
+    let mut graph = b.build().unwrap();
+    let mode = AtomicU8::new(LIGHT);
+    let run_light_until_alone = |graph: &mut TaskGraph<AtomicU8>| {
+        mode.store(LIGHT, Relaxed);
+        for _ in 0..200 {
+            if graph.run(&pool, &mode).unwrap().sharing() == FrameSharing::Alone
+                && !graph.runtime.waking
+            {
+                return;
+            }
+        }
+        panic!("light frames kept sharing");
+    };
+    run_light_until_alone(&mut graph);
+    mode.store(HELD_UP, Relaxed);
+    let sharing = graph.run(&pool, &mode).unwrap().sharing();
+    assert_eq!(sharing, FrameSharing::Alone, "the frame held up once");
+    run_light_until_alone(&mut graph);
+    mode.store(SLOW, Relaxed);
+    let sharing = graph.run(&pool, &mode).unwrap().sharing();
+    assert_eq!(
+        sharing,
+        FrameSharing::HandedOver,
+        "the frame that turned slow"
+    );
+}
