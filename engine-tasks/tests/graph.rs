@@ -418,7 +418,7 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     let mut sharing_seen = Vec::new();
     // Thresholds out of reach run every frame alone (a panic can take
     // long enough to pass the default ones); zero ones hand the first frame
-    // over after its first node and share the rest, by queues or by plan.
+    // over after its second node and share the rest, by queues or by plan.
     for (threshold, plan) in [
         (Duration::MAX, true),
         (Duration::ZERO, false),
@@ -496,13 +496,18 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
 fn a_panic_before_a_hand_over_skips_dependents_in_the_shared_part() {
     let pool = Pool::builder().threads(2).build().unwrap();
     let mut b = TaskGraph::<AtomicBool>::builder();
-    // Hand over once 500 µs have passed: right after `physics`, whatever
-    // ran before it.
+    // The rule says hand over once 500 µs have passed, after `input` (the
+    // first node, the root of the longest chain); `physics`, the next,
+    // confirms it by running slow too, so the frame hands over right
+    // after it.
     b.share_above(Duration::from_micros(500), Duration::ZERO);
     let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
     for (name, deps) in GAME {
         let ran = ran.clone();
         b.node(name, Lane::FrameCritical, move |cx| {
+            if name == "input" {
+                spin_for(Duration::from_micros(600));
+            }
             if name == "physics" {
                 spin_for(Duration::from_millis(1));
                 assert!(!cx.data().load(Ordering::SeqCst), "physics exploded");
@@ -882,7 +887,7 @@ fn a_graph_can_run_inside_a_task() {
 /// A frame whose thread is the pool's only worker never hands over, even
 /// when the rule says it is worth a second thread: nobody could help. (The
 /// graph's first frame starts alone; with zero thresholds it would hand
-/// over after its first node.)
+/// over after its second node.)
 #[test]
 fn the_only_worker_never_hands_a_frame_over() {
     let pool = Arc::new(Pool::builder().threads(1).build().unwrap());

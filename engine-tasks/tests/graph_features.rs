@@ -191,9 +191,10 @@ fn conditions_skip_nodes_without_skipping_their_dependents() {
 fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
     for open in [true, false] {
         let mut b = TaskGraph::<Gated>::builder();
-        // The first frame starts alone and hands over 500 µs after its
-        // first node: right after `heavy`, which runs after `first`, the
-        // node that asks the set first.
+        // The first frame starts alone; after `heavy` (which runs after
+        // `first`, the node that asks the set first) the rule says hand
+        // over, `heavier`, 1 ms with 7 nodes after it, confirms it, and the
+        // frame hands over the set's other nodes (open or not).
         b.share_above(
             std::time::Duration::from_micros(500),
             std::time::Duration::ZERO,
@@ -209,6 +210,10 @@ fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
             spin_for(std::time::Duration::from_millis(1))
         })
         .after(["first"]);
+        b.node("heavier", Lane::FrameCritical, |_| {
+            spin_for(std::time::Duration::from_millis(1))
+        })
+        .after(["heavy"]);
         let rest = ["g1", "g2", "g3", "g4", "g5", "g6"];
         for name in rest {
             b.node(name, Lane::FrameCritical, move |cx| {
@@ -216,7 +221,7 @@ fn a_sets_answer_from_before_a_hand_over_holds_after_it() {
                 gated_logs(name)(cx)
             })
             .in_set("gate")
-            .after(["heavy"]);
+            .after(["heavier"]);
         }
         b.node("after_it", Lane::FrameCritical, gated_logs("after_it"))
             .after(["gate"]);

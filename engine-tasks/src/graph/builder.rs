@@ -462,12 +462,14 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// twice `node_work` per node run (wall time also counts the walk
     /// between nodes and the cache misses of a thread that slept; under
     /// the default, a trial may set that margin higher, or run a frame
-    /// alone with no hand-over). Default: 20 µs and 200 ns, checked by
-    /// trial frames run the other way (see "Frames run alone" above); a
-    /// threshold set here, even to those values, is followed as it is,
-    /// with no trials. Zero for both shares every frame (the first from its
-    /// second node on); [`Duration::MAX`] for either runs every frame
-    /// alone.
+    /// alone with no hand-over), if the nodes run after that ran as slow
+    /// and the rest at their pace would pass `frame_work` (a frame held up
+    /// once, its thread preempted, runs on alone). Default: 20 µs and 200
+    /// ns, checked by trial frames run the other way (see "Frames run
+    /// alone" above); a threshold set here, even to those values, is
+    /// followed as it is, with no trials. Zero for both shares every frame
+    /// (the first from its third node on); [`Duration::MAX`] for either
+    /// runs every frame alone.
     ///
     /// ```
     /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};

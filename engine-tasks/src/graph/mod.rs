@@ -49,8 +49,9 @@
 //! frames, that puts every node after its dependencies, so nothing is
 //! queued or counted. If such a frame turns out heavy by the same rule,
 //! checked after every node (every 32 nodes of an untimed graph after its
-//! first frame), the thread queues the rest in the pool and waits like any
-//! shared frame.
+//! first frame), and the nodes after that confirm it (a frame held up once
+//! runs on alone), the thread queues the rest in the pool and waits like
+//! any shared frame.
 //!
 //! A node measured in a shared frame also pays for the sharing (lines that
 //! cross cores, caches that other work emptied), so a graph of light nodes

@@ -509,8 +509,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             let parked = pool_shared.slots[slot].counters.parked_ticks_at(end_tick);
             active.then(|| parked.saturating_sub(before[slot]))
         });
-        // The frame's thread and its helpers, if it was planned.
-        self.learn(start.number, wall, 1 + helped.count_ones());
+        // Set only in planned frames, as `helper_slots`.
+        let walked = *self.shared_mut().walked_ticks.get_mut();
+        self.learn(start.number, wall, walked);
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
@@ -523,10 +524,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// What the frame teaches the next ones: node estimates (which feed
     /// the wake-up decision in any order), priorities and the plan.
-    /// `walkers`: the threads that ran its nodes, if it was planned.
-    fn learn(&mut self, number: u64, wall: Duration, walkers: u32) {
+    /// `walked`: if it was planned, its nodes' summed time in ticks.
+    fn learn(&mut self, number: u64, wall: Duration, walked: u64) {
         let timed = self.shared_mut().timed;
-        let clarity = self.clarity(wall, walkers);
+        let clarity = self.clarity(wall, walked);
         if clarity == Clarity::Unclear {
             self.unclear_at = Some(number);
         }
@@ -534,12 +535,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.estimated_after = Some(number);
             self.update_estimates();
         }
+        let was_waking = self.waking;
         self.update_wakes(wall);
+        // A verdict that just turned (a trial, say) re-sorts as due even
+        // after a frame that was clearly alone.
+        let turned = self.waking != was_waking;
         // Never while frames run clearly alone, every 64th while they run
         // alone or planned, every eighth while they are shared and queued
         // (the constants say why). The interval is the current one, so a
         // re-sort long due comes at once when frames turn queued.
-        if self.order == ReadyOrder::CriticalPathFirst && timed && clarity != Clarity::ClearlyAlone
+        if self.order == ReadyOrder::CriticalPathFirst
+            && timed
+            && (clarity != Clarity::ClearlyAlone || turned)
         {
             let every = if !self.waking {
                 REPRIORITIZE_ALONE_EVERY

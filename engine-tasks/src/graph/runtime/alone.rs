@@ -21,18 +21,23 @@
 //! node of a timed graph or of a first frame, and every [`CHECK_EVERY`]
 //! nodes otherwise, the thread checks the time since the frame's first
 //! node against the same rule. Once it says yes, the thread looks again
-//! after the next node (or run of light nodes): if those ran slow too (the
-//! margin on the node threshold each), the frame is heavier than the ones
-//! before. If not, the thread was held up once (preempted, say), and
-//! handing over would add a wake-up's system calls to the delay (20 to 40
-//! µs on the development VM, where such a frame of 256 empty nodes took
-//! 60 to 180 µs against 4), so it runs on alone and asks again at the next
-//! check. Once confirmed, the thread *hands over*: it counts down the frame's latch for the sinks that already ran, completes
-//! the countdowns of the nodes that ran and counts their releases of those
-//! that did not (plain stores, `Countdown::complete_alone` and
-//! `release_alone`), queues every node that is now
-//! ready in the pool (in plan order: what the ready lists would have run
-//! next, most urgent lane first; waking a thread per lane), and then waits
+//! after the next node (or run of light nodes), and from then on after
+//! every one while the rule says yes: if the nodes since its first yes ran
+//! slow too (the margin on the node threshold each), and the nodes still
+//! to run would, at their pace, pass the frame threshold, the frame is
+//! heavier than the ones before. If not, the thread was held up once
+//! (preempted, say), and handing over would add a wake-up's system calls
+//! to the delay (20 to 40 µs on the development VM, where such a frame of
+//! 256 empty nodes took 60 to 180 µs against 4), so it runs on alone.
+//! (So does a frame whose one long node is followed by nodes under the
+//! margin: the frame after it shares, by its estimates.)
+//! Once confirmed, the thread *hands over*: it counts down the frame's
+//! latch for the sinks that already ran, completes the countdowns of the
+//! nodes that ran and counts their releases of those that did not (plain
+//! stores, `Countdown::complete_alone` and `release_alone`), queues every
+//! node that is now ready in the pool (in plan order: what the ready lists
+//! would have run next, most urgent lane first; waking a thread per lane),
+//! and then waits
 //! for the frame like any shared frame. From there on every thread counts
 //! with `release`; the queues' release/acquire pairs order this thread's
 //! plain counts before them. The nodes released later in a handed-over
@@ -78,14 +83,16 @@ use std::collections::VecDeque;
 /// How many nodes of an untimed graph run between two looks at the clock
 /// (a timed graph reads it after every node anyway): a tick read costs
 /// about 17 ns on the development VM, so a look every 32 nodes costs under
-/// 1 ns per node, and a frame that turns heavy is handed over within 32
-/// node times. An untimed graph of fewer nodes never hands over; its next
+/// 1 ns per node, and a frame that turns heavy is handed over within 33
+/// node times (the look that confirms it comes after the next node). An
+/// untimed graph of fewer nodes never hands over; its next
 /// frame is shared if this one's wall time says so.
 pub(super) const CHECK_EVERY: u32 = 32;
 
 /// Most light nodes timed as one run: the run's share per node stays
 /// under [`BATCH_BELOW_NANOS`], and its total under 16 times that, which
-/// bounds how late a hand-over check can come.
+/// bounds how late a hand-over check can come (and the look that confirms
+/// it, one run later).
 const BATCH: usize = 16;
 
 /// A node whose estimate is under this is light: timed with its
@@ -108,7 +115,9 @@ pub(super) const HAND_OVER_MARGIN: u64 = 2;
 /// passes the frame threshold of `share_above`, and a margin
 /// ([`HAND_OVER_MARGIN`], or more for a frame held alone by trial:
 /// `SharingTrial::hand_over_margin`) times its node threshold for the
-/// nodes run so far.
+/// nodes run so far ([`says_hand_over`](Self::says_hand_over)), and the
+/// nodes run after that first said so [`confirm`](Self::confirms) it
+/// (module docs).
 pub(super) struct HandOverRule {
     start_tick: u64,
     /// The [`ShareThreshold`] in ticks: the frame's work, and a node's.
@@ -159,11 +168,17 @@ impl HandOverRule {
     }
 
     /// Whether the nodes run from tick `at` (after `ran_then` nodes) to
-    /// `now` (after `ran`) took the rule's margin on the node threshold or
-    /// more each.
-    fn slow_since(&self, at: u64, ran_then: u32, now: u64, ran: u32) -> bool {
+    /// `now` (after `ran`, of `total`) confirm the hand-over the rule said
+    /// at `at`: they took the rule's margin on the node threshold or more
+    /// each, and at their pace the nodes still to run would pass the frame
+    /// threshold.
+    fn confirms(&self, at: u64, ran_then: u32, now: u64, ran: u32, total: u32) -> bool {
         let nodes = u64::from(ran.saturating_sub(ran_then));
-        nodes > 0 && now.wrapping_sub(at) >= self.node_ticks.saturating_mul(nodes)
+        let took = now.wrapping_sub(at);
+        let rest = u64::from(total.saturating_sub(ran));
+        nodes > 0
+            && took >= self.node_ticks.saturating_mul(nodes)
+            && took.saturating_mul(rest) / nodes >= self.frame_ticks
     }
 }
 
@@ -489,10 +504,14 @@ impl<C: ?Sized + Sync> Shared<C> {
             next_check = ran.saturating_add(rule.check_every);
             let now = if timed { end } else { clock::ticks() };
             if (ran as usize) < plan.order.len() && rule.says_hand_over(now, ran) {
-                // Only if the nodes since it said so first ran slow too:
-                // a frame held up once (its thread preempted) runs on
-                // alone (module docs).
-                if suspected.is_some_and(|(at, ran_then)| rule.slow_since(at, ran_then, now, ran)) {
+                // Only if the nodes since it said so first ran slow too,
+                // and the rest at their pace is worth a second thread: a
+                // frame held up once (its thread preempted) runs on alone
+                // (module docs).
+                let total = plan.order.len() as u32;
+                if suspected
+                    .is_some_and(|(at, ran_then)| rule.confirms(at, ran_then, now, ran, total))
+                {
                     self.hand_over(plan, ran as usize, &frame, local);
                     ended = (FrameSharing::HandedOver, ran as usize);
                     break;

@@ -169,6 +169,10 @@ pub(super) struct Shared<C: ?Sized> {
     /// running planned frame, a bit each: who took part, without a walk of
     /// the run records (`Runtime::finish_frame`).
     pub(super) helper_slots: AtomicU64,
+    /// The summed node times (ticks) of the running planned frame, each
+    /// walker adding its own once: what its work was, without a walk of
+    /// the run records (`Runtime::clarity`).
+    pub(super) walked_ticks: AtomicU64,
     pub(super) successor_start: Vec<u32>,
     /// Reordered by priority between frames only.
     pub(super) successors: Vec<u32>,
@@ -217,6 +221,7 @@ impl<C: ?Sized> Shared<C> {
     pub(super) fn reset(&mut self, sinks: usize) {
         *self.failed.get_mut() = false;
         *self.helper_slots.get_mut() = 0;
+        *self.walked_ticks.get_mut() = 0;
         *self.sinks_left.get_mut() = sinks;
         self.done = CachePadded::new(Latch::new(1));
     }

@@ -44,6 +44,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             sleepers: CachePadded::new(Sleepers::new()),
             walker_slots: Default::default(),
             helper_slots: AtomicU64::new(0),
+            walked_ticks: AtomicU64::new(0),
             successor_start: Vec::new(),
             successors: Vec::new(),
             dependencies: Vec::new(),

@@ -283,6 +283,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         // next node (one clock read per node).
         let mut straight_on: Option<u64> = None;
         let mut ran = 0u32;
+        let mut busy = 0u64;
         // After an idle gap, the lines of this list's next nodes, which the
         // hardware prefetcher cannot guess (module docs).
         let mine = schedule.list(me);
@@ -317,6 +318,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             let end = now();
             straight_on = Some(end);
             ran += 1;
+            busy += end.wrapping_sub(start);
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             local.count_inline_run(lane);
             let successors = self.successors_of(index);
@@ -339,11 +341,15 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
         });
         local.set_lane(outer_lane);
-        if ran > 0 && !frame_thread {
-            // Relaxed: the helper's count-down of the frame's latch, after
-            // this, publishes it to the frame's thread.
-            self.helper_slots
-                .fetch_or(super::bit_of(local.index() as u32), Ordering::Relaxed);
+        if ran > 0 {
+            // Relaxed, both: a helper's count-down of the frame's latch,
+            // after this, publishes them to the frame's thread, which adds
+            // its own before it reads them.
+            self.walked_ticks.fetch_add(busy, Ordering::Relaxed);
+            if !frame_thread {
+                self.helper_slots
+                    .fetch_or(super::bit_of(local.index() as u32), Ordering::Relaxed);
+            }
         }
     }
 

@@ -32,19 +32,21 @@ pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 /// estimates are brought up to date only every this many frames: in a
 /// frame run alone that even [`CLEAR_MARGIN`] times its wall time would
 /// not make worth a second thread, and in a planned frame whose estimated
-/// work, and its wall time times the threads that ran it, would both be
-/// worth one at a [`CLEAR_MARGIN`]th of it. Such frames use the estimates
-/// for nothing the next frames need fresh: the verdict stays, priorities
-/// and the plan of planned frames are recomputed from them every 64 frames
-/// (not at all while frames run clearly alone), and only frames run alone
-/// batch light nodes (`alone.rs`). Walking every node's record after each frame was about a
-/// tenth of a 256-node frame of empty nodes, and 1.2 of the 5 µs a paced
-/// 1 µs frame of them spent after its last node. Any other frame updates
-/// them at once, and so do the [`ESTIMATE_SETTLED_EVERY`] frames after it
-/// ([`Runtime::estimates_due`]): a frame near the threshold, a hand-over, a
-/// queued frame, a frame run alone in which a batch of light nodes ran
-/// heavy ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
-/// a frame whose wall time says its work was far from the estimates. So a
+/// work, and its measured work, would both be worth one at a
+/// [`CLEAR_MARGIN`]th of it. Such frames use the estimates for nothing the
+/// next frames need fresh: the verdict stays, priorities and the plan of
+/// planned frames are recomputed from them every 64 frames (not at all
+/// while frames run clearly alone), and only frames run alone batch light
+/// nodes (`alone.rs`). Walking every node's record after each frame was
+/// about a tenth of a 256-node frame of empty nodes, and 1.2 of the 5 µs
+/// a paced 1 µs frame of them spent after its last node.
+///
+/// Any other frame updates them at once, and so do the
+/// [`ESTIMATE_SETTLED_EVERY`] frames after it ([`Runtime::estimates_due`]):
+/// a frame near the threshold, a hand-over, a queued frame, a frame run
+/// alone in which a batch of light nodes ran heavy
+/// ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
+/// a planned frame whose measured work was far below the estimates. So a
 /// graph that grows heavier or lighter is shared or run alone as soon as
 /// before, a node that turned heavy stops being batched as soon as before,
 /// and a held-up frame's times leave the estimates as fast as before.
@@ -53,9 +55,8 @@ pub(super) const ESTIMATE_SETTLED_EVERY: u64 = 8;
 /// How far from the threshold of a second thread a frame must be for
 /// [`ESTIMATE_SETTLED_EVERY`]. A frame run alone ran its nodes one after
 /// another within its wall time, so their estimates could grow this much
-/// before the verdict changed; a planned frame's work is at most its wall
-/// time times the threads that ran it, so neither that bound nor the
-/// estimates could shrink this much before it changed.
+/// before the verdict changed; a planned frame's work, measured and
+/// estimated, could shrink as much.
 pub(super) const CLEAR_MARGIN: f64 = 4.0;
 
 /// How clear the verdict on sharing was in a frame ([`Runtime::clarity`]).
@@ -65,8 +66,8 @@ pub(super) enum Clarity {
     /// be worth a second thread (and no batch of light nodes ran heavy).
     ClearlyAlone,
     /// Planned, and a [`CLEAR_MARGIN`]th of its estimated work would be
-    /// worth one, and so would a [`CLEAR_MARGIN`]th of its wall time times
-    /// the threads that ran it.
+    /// worth one, and so would a [`CLEAR_MARGIN`]th of its measured work
+    /// (its walkers' summed node times).
     ClearlyShared,
     /// Near the threshold, handed over, queued, or a batch of light nodes
     /// ran heavy.
@@ -396,9 +397,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// How clear the verdict on sharing was in the frame that just ended,
-    /// which took `wall`; `walkers`: if it was planned, the threads that ran
-    /// its nodes.
-    pub(super) fn clarity(&self, wall: Duration, walkers: u32) -> Clarity {
+    /// which took `wall`; `walked`: if it was planned, its nodes' summed
+    /// time in ticks.
+    pub(super) fn clarity(&self, wall: Duration, walked: u64) -> Clarity {
         let nodes = self.estimate.len();
         let clearly_worth = |nanos: f64| {
             self.share_above
@@ -413,12 +414,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
             {
                 Clarity::ClearlyAlone
             }
-            // The wall time times the walkers bounds this frame's work from
-            // above: a light graph whose estimates one held-up node blew up
-            // is not clearly shared.
+            // This frame's own work too: a light graph whose estimates one
+            // held-up node blew up is not clearly shared.
             FrameSharing::Planned
                 if clearly_worth(self.estimate_total as f64 * self.rate.nanos_per_tick())
-                    && clearly_worth(wall.as_nanos() as f64 * f64::from(walkers)) =>
+                    && clearly_worth(walked as f64 * self.rate.nanos_per_tick()) =>
             {
                 Clarity::ClearlyShared
             }
@@ -436,7 +436,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         clarity == Clarity::Unclear
             || self
                 .unclear_at
-                .is_some_and(|at| number < at + ESTIMATE_SETTLED_EVERY)
+                .is_some_and(|at| number <= at + ESTIMATE_SETTLED_EVERY)
             || self
                 .estimated_after
                 .is_none_or(|after| number >= after + ESTIMATE_SETTLED_EVERY)

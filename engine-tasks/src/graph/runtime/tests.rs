@@ -37,7 +37,7 @@ fn a_light_frame_after_a_slow_panic_runs_alone() {
 }
 
 /// With zero thresholds every frame is shared (queued, or planned), the
-/// first one handed over after its first node; a shared frame is
+/// first one handed over after its second node; a shared frame is
 /// announced to idle threads (they wait in it before parking) only
 /// while it runs, also when a node panics.
 #[test]
@@ -342,7 +342,7 @@ fn chain(nodes: usize, frame: Duration, heavy: Duration, heavy_from: u64) -> Tas
 /// at `last`: the rule of `Runtime::estimates_due`, written out.
 fn settled_due(frame: u64, last: Option<u64>, unclear: Option<u64>) -> bool {
     unclear == Some(frame)
-        || unclear.is_some_and(|at| frame < at + ESTIMATE_SETTLED_EVERY)
+        || unclear.is_some_and(|at| frame <= at + ESTIMATE_SETTLED_EVERY)
         || last.is_none_or(|last| frame >= last + ESTIMATE_SETTLED_EVERY)
 }
 
@@ -565,10 +565,7 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
         planned += 1;
         let runtime = &mut graph.runtime;
         let frame_slot = super::bit_of(runtime.shared_mut().inputs.thread_slot);
-        let marked = runtime
-            .shared_mut()
-            .helper_slots
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let marked = *runtime.shared_mut().helper_slots.get_mut();
         let ran = runtime.stats.slots_that_ran();
         assert_eq!(marked & !frame_slot, ran & !frame_slot);
         helped += usize::from(ran & !frame_slot != 0);
@@ -632,6 +629,7 @@ fn a_frame_held_up_once_runs_on_alone() {
     let names: Vec<String> = (0..64).map(|i| format!("n{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
+            // Relaxed: set between frames; the frame's start publishes it.
             match cx.data().load(Relaxed) {
                 HELD_UP if i == 10 => std::thread::sleep(Duration::from_millis(3)),
                 SLOW if i >= 10 => spin_for(Duration::from_micros(100)),
@@ -645,6 +643,7 @@ fn a_frame_held_up_once_runs_on_alone() {
     let mut graph = b.build().unwrap();
     let mode = AtomicU8::new(LIGHT);
     let run_light_until_alone = |graph: &mut TaskGraph<AtomicU8>| {
+        // Relaxed, these stores: between frames (as above).
         mode.store(LIGHT, Relaxed);
         for _ in 0..200 {
             if graph.run(&pool, &mode).unwrap().sharing() == FrameSharing::Alone
