@@ -582,34 +582,42 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
 /// are not clear.
 #[test]
 fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
-    let pool = Pool::builder().threads(1).build().unwrap();
-    let light_from = 2 * ESTIMATE_SETTLED_EVERY;
-    let mut b = TaskGraph::<()>::builder();
-    // 1.6 ms of work, shared above 200 µs: clearly, while it lasts.
-    b.share_above(Duration::from_micros(200), Duration::ZERO);
-    for name in ["a", "b", "c", "d"] {
-        b.node(name, Lane::FrameCritical, move |cx| {
-            if cx.frame() < light_from {
-                spin_for(Duration::from_micros(400));
-            }
-        });
+    // On pools of one and of three workers: the frame's measured work, not
+    // its threads, decides.
+    for workers in [1, 3] {
+        let pool = Pool::builder().threads(workers).build().unwrap();
+        let light_from = 2 * ESTIMATE_SETTLED_EVERY;
+        let mut b = TaskGraph::<()>::builder();
+        // 1.6 ms of work, shared above 200 µs: clearly, while it lasts.
+        b.share_above(Duration::from_micros(200), Duration::ZERO);
+        for name in ["a", "b", "c", "d"] {
+            b.node(name, Lane::FrameCritical, move |cx| {
+                if cx.frame() < light_from {
+                    spin_for(Duration::from_micros(400));
+                }
+            });
+        }
+        let mut graph = b.build().unwrap();
+        let mut clear = 0;
+        for _ in 0..light_from {
+            let sharing = graph.run(&pool, &()).unwrap().sharing();
+            clear += usize::from(sharing == FrameSharing::Planned);
+        }
+        assert!(
+            clear > 0,
+            "no planned frame while heavy ({workers} workers)"
+        );
+        // From 1.6 ms to under 200 µs at a quarter a frame: 8 frames, then
+        // one to act on it; a few more for a frame held up on a busy
+        // machine.
+        let alone_after = (light_from..light_from + 24)
+            .find(|_| graph.run(&pool, &()).unwrap().sharing() == FrameSharing::Alone)
+            .map(|frame| frame - light_from);
+        assert!(
+            alone_after.is_some_and(|after| after <= 12),
+            "alone again after {alone_after:?} frames ({workers} workers)"
+        );
     }
-    let mut graph = b.build().unwrap();
-    let mut clear = 0;
-    for _ in 0..light_from {
-        let sharing = graph.run(&pool, &()).unwrap().sharing();
-        clear += usize::from(sharing == FrameSharing::Planned);
-    }
-    assert!(clear > 0, "no planned frame while heavy");
-    // From 1.6 ms to under 200 µs at a quarter a frame: 8 frames, then
-    // one to act on it; a few more for a frame held up on a busy machine.
-    let alone_after = (light_from..light_from + 24)
-        .find(|_| graph.run(&pool, &()).unwrap().sharing() == FrameSharing::Alone)
-        .map(|frame| frame - light_from);
-    assert!(
-        alone_after.is_some_and(|after| after <= 12),
-        "alone again after {alone_after:?} frames"
-    );
 }
 
 /// A frame run alone that is held up once (here one node sleeps 3 ms, as
