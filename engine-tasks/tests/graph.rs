@@ -59,7 +59,7 @@ impl Log {
 /// average: far above the logging bodies, also in debug builds.
 const SHARE_ABOVE: (Duration, Duration) = (Duration::from_micros(100), Duration::from_micros(5));
 
-/// Shares every frame (the first from its second node on).
+/// Shares every frame (the first from its third node on).
 const SHARE_ALWAYS: (Duration, Duration) = (Duration::ZERO, Duration::ZERO);
 
 /// The body of node `i`: spins `spin_nanos`, notes the thread that ran it
@@ -132,8 +132,9 @@ fn random_graph(
 
 /// Five frames per graph: three light ones, which run alone on the frame's
 /// thread, then two with 20 µs of work per node. The first of those hands
-/// the rest of the frame over to the pool once it passes `SHARE_ABOVE` (in
-/// graphs of six nodes or more); the second, in graphs of 18 nodes or more,
+/// the rest of the frame over to the pool once it passes `SHARE_ABOVE` and
+/// the next node confirms it (in graphs with enough nodes left for the
+/// rest to pass it too); the second, in graphs of 18 nodes or more,
 /// is shared from the start (its smoothed node times pass the rule), or,
 /// in every other graph (one lane, nothing pinned), planned.
 #[test]
@@ -486,6 +487,46 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     ] {
         assert!(sharing_seen.contains(&sharing), "{sharing_seen:?}");
     }
+}
+
+/// A node that panics after the frame was handed over, in the shared part:
+/// the frame reports it, its dependent is skipped, and the nodes before
+/// the hand-over and beside the panic ran.
+#[test]
+fn a_panic_after_a_hand_over_skips_its_dependents() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<()>::builder();
+    // Zero thresholds: the first frame starts alone and hands over after
+    // `a` and `b` (the second confirms it); `c` runs in the shared part.
+    b.share_above(Duration::ZERO, Duration::ZERO);
+    let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+    for (name, deps) in [("a", &[][..]), ("b", &["a"]), ("c", &["b"]), ("d", &["c"])] {
+        let ran = ran.clone();
+        b.node(name, Lane::FrameCritical, move |cx| {
+            assert!(!(name == "c" && cx.frame() == 0), "c exploded");
+            ran.lock().unwrap().push(name);
+        })
+        .after(deps.iter().copied());
+    }
+    let mut graph = b.build().unwrap();
+    let err = graph.run(&pool, &()).unwrap_err();
+    assert_eq!(graph.last_frame().sharing(), FrameSharing::HandedOver);
+    assert_eq!(err.panicked.len(), 1);
+    assert_eq!(err.panicked[0].node, "c");
+    assert_eq!(err.skipped, ["d"]);
+    assert_eq!(*ran.lock().unwrap(), ["a", "b"]);
+    let outcomes: Vec<NodeOutcome> = graph.last_frame().nodes().map(|n| n.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            NodeOutcome::Ran,
+            NodeOutcome::Ran,
+            NodeOutcome::Panicked,
+            NodeOutcome::Skipped
+        ]
+    );
+    graph.run(&pool, &()).unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 6);
 }
 
 /// A node that panics in the part of a frame run alone, before the frame

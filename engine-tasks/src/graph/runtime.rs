@@ -209,8 +209,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             rate: TickRate::new(),
             stats: FrameStats::with_nodes(0),
             parked_before: Vec::new(),
-            // The first frame starts alone, and hands over after its first
-            // node if that shows the frame is worth a second thread.
+            // The first frame starts alone, and hands over after its second
+            // node at the earliest, if the first shows the frame is worth a
+            // second thread and the second confirms it.
             waking: false,
             share_above: ShareThreshold::default(),
             trial: SharingTrial::default(),

@@ -22,15 +22,16 @@
 //! nodes otherwise, the thread checks the time since the frame's first
 //! node against the same rule. Once it says yes, the thread looks again
 //! after the next node (or run of light nodes), and from then on after
-//! every one while the rule says yes: if the nodes since its first yes ran
+//! every one while the rule says yes: if the nodes since its last yes ran
 //! slow too (the margin on the node threshold each), and the nodes still
 //! to run would, at their pace, pass the frame threshold, the frame is
 //! heavier than the ones before. If not, the thread was held up once
 //! (preempted, say), and handing over would add a wake-up's system calls
 //! to the delay (20 to 40 µs on the development VM, where such a frame of
 //! 256 empty nodes took 60 to 180 µs against 4), so it runs on alone.
-//! (So does a frame whose one long node is followed by nodes under the
-//! margin: the frame after it shares, by its estimates.)
+//! (So does a frame whose one long node is followed by nodes too light
+//! or too few for the rest at their pace to pass the frame threshold;
+//! later frames share once the estimates say so.)
 //! Once confirmed, the thread *hands over*: it counts down the frame's
 //! latch for the sinks that already ran, completes the countdowns of the
 //! nodes that ran and counts their releases of those that did not (plain
@@ -85,8 +86,8 @@ use std::collections::VecDeque;
 /// about 17 ns on the development VM, so a look every 32 nodes costs under
 /// 1 ns per node, and a frame that turns heavy is handed over within 33
 /// node times (the look that confirms it comes after the next node). An
-/// untimed graph of fewer nodes never hands over; its next
-/// frame is shared if this one's wall time says so.
+/// untimed graph of 33 nodes or fewer never hands over; its next frame is
+/// shared if this one's wall time says so.
 pub(super) const CHECK_EVERY: u32 = 32;
 
 /// Most light nodes timed as one run: the run's share per node stays
@@ -116,7 +117,7 @@ pub(super) const HAND_OVER_MARGIN: u64 = 2;
 /// ([`HAND_OVER_MARGIN`], or more for a frame held alone by trial:
 /// `SharingTrial::hand_over_margin`) times its node threshold for the
 /// nodes run so far ([`says_hand_over`](Self::says_hand_over)), and the
-/// nodes run after that first said so [`confirm`](Self::confirms) it
+/// nodes run after it said so [`confirm`](Self::confirms) it
 /// (module docs).
 pub(super) struct HandOverRule {
     start_tick: u64,
@@ -163,7 +164,7 @@ impl HandOverRule {
     /// the rule's margin on its node threshold, at tick `now` after `ran`
     /// nodes, in integers.
     fn says_hand_over(&self, now: u64, ran: u32) -> bool {
-        let elapsed = now.wrapping_sub(self.start_tick);
+        let elapsed = now.saturating_sub(self.start_tick);
         elapsed >= self.frame_ticks && elapsed >= self.node_ticks.saturating_mul(u64::from(ran))
     }
 
@@ -174,7 +175,9 @@ impl HandOverRule {
     /// threshold.
     fn confirms(&self, at: u64, ran_then: u32, now: u64, ran: u32, total: u32) -> bool {
         let nodes = u64::from(ran.saturating_sub(ran_then));
-        let took = now.wrapping_sub(at);
+        // A clock that went back (ticks of two cores out of step) took
+        // nothing.
+        let took = now.saturating_sub(at);
         let rest = u64::from(total.saturating_sub(ran));
         nodes > 0
             && took >= self.node_ticks.saturating_mul(nodes)
@@ -504,13 +507,12 @@ impl<C: ?Sized + Sync> Shared<C> {
             next_check = ran.saturating_add(rule.check_every);
             let now = if timed { end } else { clock::ticks() };
             if (ran as usize) < plan.order.len() && rule.says_hand_over(now, ran) {
-                // Only if the nodes since it said so first ran slow too,
+                // Only if the nodes since it last said so ran slow too,
                 // and the rest at their pace is worth a second thread: a
                 // frame held up once (its thread preempted) runs on alone
                 // (module docs).
-                let total = plan.order.len() as u32;
                 if suspected
-                    .is_some_and(|(at, ran_then)| rule.confirms(at, ran_then, now, ran, total))
+                    .is_some_and(|(at, ran_then)| rule.confirms(at, ran_then, now, ran, last))
                 {
                     self.hand_over(plan, ran as usize, &frame, local);
                     ended = (FrameSharing::HandedOver, ran as usize);

@@ -318,7 +318,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             let end = now();
             straight_on = Some(end);
             ran += 1;
-            busy += end.wrapping_sub(start);
+            // Saturating: ticks of two cores out of step may go back.
+            busy = busy.saturating_add(end.saturating_sub(start));
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             local.count_inline_run(lane);
             let successors = self.successors_of(index);
@@ -341,15 +342,16 @@ impl<C: ?Sized + Sync> Shared<C> {
             }
         });
         local.set_lane(outer_lane);
-        if ran > 0 {
-            // Relaxed, both: a helper's count-down of the frame's latch,
-            // after this, publishes them to the frame's thread, which adds
-            // its own before it reads them.
+        // Relaxed, both: a helper's count-down of the frame's latch, after
+        // this, publishes them to the frame's thread, which adds its own
+        // before it reads them. (A helper run inside a node's wait counts
+        // its nodes here and in that node's time, as the run records do.)
+        if busy > 0 {
             self.walked_ticks.fetch_add(busy, Ordering::Relaxed);
-            if !frame_thread {
-                self.helper_slots
-                    .fetch_or(super::bit_of(local.index() as u32), Ordering::Relaxed);
-            }
+        }
+        if ran > 0 && !frame_thread {
+            self.helper_slots
+                .fetch_or(super::bit_of(local.index() as u32), Ordering::Relaxed);
         }
     }
 

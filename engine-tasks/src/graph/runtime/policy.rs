@@ -46,7 +46,8 @@ pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 /// a frame near the threshold, a hand-over, a queued frame, a frame run
 /// alone in which a batch of light nodes ran heavy
 /// ([`AlonePlan::light_ran_heavy`](super::alone::AlonePlan::light_ran_heavy)),
-/// a planned frame whose measured work was far below the estimates. So a
+/// a planned frame whose measured work, at a [`CLEAR_MARGIN`]th of it,
+/// would not be worth a second thread. So a
 /// graph that grows heavier or lighter is shared or run alone as soon as
 /// before, a node that turned heavy stops being batched as soon as before,
 /// and a held-up frame's times leave the estimates as fast as before.
@@ -180,8 +181,9 @@ pub(super) const HELD_MARGIN: u64 = 4;
 ///   alone hands over at [`HELD_MARGIN`] times the usual margin;
 /// - heavier nodes ([`Worth::Clearly`]), perhaps only measured so in
 ///   shared frames: trials alone and frames held alone hand over at the
-///   usual margin (as soon as the frame threshold has passed, if the
-///   nodes are heavy), so a trial costs the frame a hand-over; if they do
+///   usual margin (as soon as the frame threshold has passed and the next
+///   node confirms it, if the nodes are heavy), so a trial costs the frame
+///   a hand-over; if they do
 ///   hand over, their time counts in that of frames that start alone, and
 ///   the next shared trial ends the hold.
 ///

@@ -467,8 +467,9 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
     assert!(waited > 0, "no light frame waited for its turn");
 }
 
-/// Planned frames whose estimated work, and wall time times their
-/// threads, would be worth a second thread at a quarter of it update the
+/// Planned frames whose estimated work, and measured work (the walkers'
+/// summed node times), would be worth a second thread at a quarter of it
+/// update the
 /// estimates one frame in `ESTIMATE_SETTLED_EVERY`; a frame handed over,
 /// or queued, updates them at once.
 #[test]
@@ -578,8 +579,8 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
 
 /// A graph clearly worth sharing whose nodes turn empty runs alone again
 /// within the frames its estimates take to come down, updated every frame:
-/// its shared frames' wall times no longer bound work that large, so they
-/// are not clear.
+/// its planned frames' measured work is no longer clearly above the
+/// threshold, so they are not clear.
 #[test]
 fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
     // On pools of one and of three workers: the frame's measured work, not
