@@ -725,4 +725,38 @@ mod tests {
         let never = ShareThreshold::new(Duration::MAX, Duration::ZERO);
         assert!(!HandOverRule::new(never, 1.0, 1, HAND_OVER_MARGIN).says_hand_over(1 << 62, 1));
     }
+
+    /// A hand-over is confirmed by nodes that ran at the margin each, with
+    /// a rest that at their pace passes the frame threshold; a clock that
+    /// went back confirms nothing.
+    #[test]
+    fn the_confirming_nodes_run_slow_and_leave_a_heavy_rest() {
+        // 1 ns per tick: 20 µs a frame, 400 ns a node with the margin.
+        let rule = HandOverRule::new(ShareThreshold::default(), 1.0, 1, HAND_OVER_MARGIN);
+        // After 10 of 100 nodes, one more node.
+        assert!(!rule.confirms(1_000, 10, 1_000, 10, 100), "no node since");
+        assert!(
+            !rule.confirms(1_000, 10, 1_399, 11, 100),
+            "under the margin"
+        );
+        assert!(rule.confirms(1_000, 10, 1_400, 11, 100), "at the margin");
+        // 400 ns a node over the 89 nodes left: 35.6 µs, over 20 µs; over
+        // 49 left, 19.6 µs is not; over 50, 20 µs is.
+        assert!(!rule.confirms(1_000, 50, 1_400, 51, 100), "a light rest");
+        assert!(
+            rule.confirms(1_000, 49, 1_400, 50, 100),
+            "just heavy enough"
+        );
+        assert!(!rule.confirms(1_000, 99, 11_000, 100, 100), "nothing left");
+        assert!(
+            !rule.confirms(5_000, 10, 1_000, 11, 100),
+            "the clock went back"
+        );
+        // Zero thresholds: any node after the first yes confirms it, while
+        // a node is left.
+        let zero = ShareThreshold::new(Duration::ZERO, Duration::ZERO);
+        let rule = HandOverRule::new(zero, 1.0, 1, HAND_OVER_MARGIN);
+        assert!(rule.confirms(1_000, 1, 1_000, 2, 4));
+        assert!(!rule.confirms(1_000, 1, 1_000, 1, 4));
+    }
 }
