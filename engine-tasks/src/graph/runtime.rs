@@ -114,6 +114,9 @@ pub(super) struct Runtime<C: ?Sized> {
     estimated_after: Option<u64>,
     /// The last frame whose verdict on sharing was not clear (`clarity`).
     unclear_at: Option<u64>,
+    /// Whether the last frame was run alone and held up
+    /// (`AlonePlan::held_up`).
+    held_up_before: bool,
     priority: Vec<u64>,
     /// The frame after which priorities were last recomputed from measured
     /// times (`None` before the first).
@@ -202,6 +205,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             estimate_total: 0,
             estimated_after: None,
             unclear_at: None,
+            held_up_before: false,
             priority: Vec::new(),
             reprioritized_after: None,
             frames: 0,
@@ -532,7 +536,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if clarity == Clarity::Unclear {
             self.unclear_at = Some(number);
         }
-        if timed && self.estimates_due(number, clarity) {
+        // A frame run alone that was held up once (a stall the nodes after
+        // it did not confirm: a preempted thread) says nothing of its
+        // nodes; two in a row do (a node that stays that slow).
+        let held_up = self.stats.sharing() == FrameSharing::Alone && self.plan.held_up();
+        let stalled_once = held_up && !self.held_up_before;
+        self.held_up_before = held_up;
+        if timed && !stalled_once && self.estimates_due(number, clarity) {
             self.estimated_after = Some(number);
             self.update_estimates();
         }

@@ -32,6 +32,10 @@
 //! (So does a frame whose one long node is followed by nodes too light
 //! or too few for the rest at their pace to pass the frame threshold;
 //! later frames share once the estimates say so.)
+//! Such a frame is *held up* ([`AlonePlan::held_up`]): its times go into
+//! the node estimates only if the frame before was held up too (a node
+//! that stays that slow), so one stall does not make the next frames
+//! share.
 //! Once confirmed, the thread *hands over*: it counts down the frame's
 //! latch for the sinks that already ran, completes the countdowns of the
 //! nodes that ran and counts their releases of those that did not (plain
@@ -277,6 +281,9 @@ pub(super) struct AlonePlan {
     /// Whether a run of light nodes in the last frame run alone took a
     /// light node's time or more per node: one of them turned heavy.
     light_ran_heavy: bool,
+    /// Whether the hand-over rule said yes in the last frame run alone and
+    /// the nodes after never confirmed it: the frame was held up.
+    held_up: bool,
 }
 
 impl AlonePlan {
@@ -293,6 +300,7 @@ impl AlonePlan {
             light: Vec::new(),
             light_below: u64::MAX,
             light_ran_heavy: false,
+            held_up: false,
         }
     }
 
@@ -314,6 +322,12 @@ impl AlonePlan {
     /// again (`Runtime::estimates_due`).
     pub(super) fn light_ran_heavy(&self) -> bool {
         self.light_ran_heavy
+    }
+
+    /// Whether the last frame run alone was held up: the hand-over rule
+    /// said yes and the nodes after it never confirmed it (module docs).
+    pub(super) fn held_up(&self) -> bool {
+        self.held_up
     }
 
     /// An empty plan for nodes of these lanes, in the memory this one
@@ -436,6 +450,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         // Where the rule last said hand over, not yet confirmed: (tick,
         // nodes run).
         let mut suspected: Option<(u64, u32)> = None;
+        let mut held_up = false;
         // The light nodes run since the clock was last read (module docs).
         let mut batch = [(0u32, NodeOutcome::Ran); BATCH];
         let mut batched = 0;
@@ -519,12 +534,14 @@ impl<C: ?Sized + Sync> Shared<C> {
                     break;
                 }
                 suspected = Some((now, ran));
+                held_up = true;
                 next_check = ran + 1;
             } else {
                 suspected = None;
             }
         }
         plan.light_ran_heavy = heaviest_share >= plan.light_below;
+        plan.held_up = held_up && ended.0 == FrameSharing::Alone;
         if let Some(local) = local {
             for lane in Lane::ALL {
                 local.count_inline_runs(lane, ran_in_lane[lane.index()]);

@@ -623,8 +623,9 @@ fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
 
 /// A frame run alone that is held up once (here one node sleeps 3 ms, as
 /// a preempted thread would) runs on alone: the nodes after it run fast,
-/// so the rule does not hand the rest over. A frame whose nodes all turn
-/// slow is handed over.
+/// so the rule does not hand the rest over, and its times do not go into
+/// the estimates (a second such frame in a row's do). A frame whose nodes
+/// all turn slow is handed over.
 #[test]
 fn a_frame_held_up_once_runs_on_alone() {
     use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -665,8 +666,17 @@ fn a_frame_held_up_once_runs_on_alone() {
     };
     run_light_until_alone(&mut graph);
     mode.store(HELD_UP, Relaxed);
+    let held_up = graph.runtime.frames;
     let sharing = graph.run(&pool, &mode).unwrap().sharing();
     assert_eq!(sharing, FrameSharing::Alone, "the frame held up once");
+    assert!(graph.runtime.plan.held_up());
+    // Its times teach the estimates nothing: the next frame, light again,
+    // is not shared for them.
+    assert_ne!(graph.runtime.estimated_after, Some(held_up));
+    assert!(!graph.runtime.waking, "shared after a frame held up once");
+    // Held up twice in a row, the node is slow: its times count.
+    graph.run(&pool, &mode).unwrap();
+    assert_eq!(graph.runtime.estimated_after, Some(held_up + 1));
     run_light_until_alone(&mut graph);
     mode.store(SLOW, Relaxed);
     let sharing = graph.run(&pool, &mode).unwrap().sharing();
