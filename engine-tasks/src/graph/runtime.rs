@@ -55,8 +55,8 @@ mod rebuild;
 use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
 use policy::{
-    Clarity, SharingTrial, IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS, REPRIORITIZE_ALONE_EVERY,
-    REPRIORITIZE_EVERY, REPRIORITIZE_PLANNED_EVERY,
+    Clarity, SharingTrial, ESTIMATE_SETTLED_EVERY, IN_FRAME_WAIT_NANOS, LINGER_GAP_NANOS,
+    REPRIORITIZE_ALONE_EVERY, REPRIORITIZE_EVERY, REPRIORITIZE_PLANNED_EVERY,
 };
 
 use super::access::Resources;
@@ -117,6 +117,8 @@ pub(super) struct Runtime<C: ?Sized> {
     /// Whether the last frame was run alone and held up
     /// (`AlonePlan::held_up`).
     held_up_before: bool,
+    /// The last frame held up whose times were left out of the estimates.
+    stall_left_out_at: Option<u64>,
     priority: Vec<u64>,
     /// The frame after which priorities were last recomputed from measured
     /// times (`None` before the first).
@@ -206,6 +208,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             estimated_after: None,
             unclear_at: None,
             held_up_before: false,
+            stall_left_out_at: None,
             priority: Vec::new(),
             reprioritized_after: None,
             frames: 0,
@@ -533,15 +536,23 @@ impl<C: ?Sized + Sync> Runtime<C> {
     fn learn(&mut self, number: u64, wall: Duration, walked: u64) {
         let timed = self.shared_mut().timed;
         let clarity = self.clarity(wall, walked);
-        if clarity == Clarity::Unclear {
-            self.unclear_at = Some(number);
-        }
         // A frame run alone that was held up once (a stall the nodes after
         // it did not confirm: a preempted thread) says nothing of its
-        // nodes; two in a row do (a node that stays that slow).
+        // nodes; two in a row do (a node that stays that slow), and so does
+        // one within `ESTIMATE_SETTLED_EVERY` frames of the last one left
+        // out (work that comes back every few frames, not a stall).
         let held_up = self.stats.sharing() == FrameSharing::Alone && self.plan.held_up();
-        let stalled_once = held_up && !self.held_up_before;
+        let stalled_once = held_up
+            && !self.held_up_before
+            && self
+                .stall_left_out_at
+                .is_none_or(|at| number > at + ESTIMATE_SETTLED_EVERY);
         self.held_up_before = held_up;
+        if stalled_once {
+            self.stall_left_out_at = Some(number);
+        } else if clarity == Clarity::Unclear {
+            self.unclear_at = Some(number);
+        }
         if timed && !stalled_once && self.estimates_due(number, clarity) {
             self.estimated_after = Some(number);
             self.update_estimates();

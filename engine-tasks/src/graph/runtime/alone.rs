@@ -32,10 +32,13 @@
 //! (So does a frame whose one long node is followed by nodes too light
 //! or too few for the rest at their pace to pass the frame threshold;
 //! later frames share once the estimates say so.)
-//! Such a frame is *held up* ([`AlonePlan::held_up`]): its times go into
-//! the node estimates only if the frame before was held up too (a node
-//! that stays that slow), so one stall does not make the next frames
-//! share.
+//! A frame run alone whose rule said yes and was never confirmed is *held
+//! up* ([`AlonePlan::held_up`]): in a timed graph its times go into the
+//! node estimates only if the frame before was held up too (a node that
+//! stays that slow) or another was left out within the last
+//! `ESTIMATE_SETTLED_EVERY` frames (work that comes back), so one stall
+//! does not make the next frames share. (An untimed graph's next frame
+//! follows this one's wall time, stall and all.)
 //! Once confirmed, the thread *hands over*: it counts down the frame's
 //! latch for the sinks that already ran, completes the countdowns of the
 //! nodes that ran and counts their releases of those that did not (plain
@@ -347,6 +350,8 @@ impl AlonePlan {
         // Unknown nodes start light: a heavy one shows in its run's time.
         self.light.clear();
         self.light.resize(n, true);
+        self.light_ran_heavy = false;
+        self.held_up = false;
         self.stale = true;
     }
 

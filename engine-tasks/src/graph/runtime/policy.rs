@@ -50,7 +50,9 @@ pub(super) const REPRIORITIZE_ALONE_EVERY: u64 = 64;
 /// would not be worth a second thread. So a
 /// graph that grows heavier or lighter is shared or run alone as soon as
 /// before, a node that turned heavy stops being batched as soon as before,
-/// and a held-up frame's times leave the estimates as fast as before.
+/// and a frame's stall leaves the estimates as fast as before (or, in a
+/// frame run alone that was held up once, never goes in: `learn`; then the
+/// rest is one frame later).
 pub(super) const ESTIMATE_SETTLED_EVERY: u64 = 8;
 
 /// How far from the threshold of a second thread a frame must be for
@@ -432,8 +434,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// to date: always, but while the verdict is clear, only every
     /// [`ESTIMATE_SETTLED_EVERY`] frames, and not before as many frames
     /// passed since the last frame that was not clear. An unclear frame
-    /// (a held-up node, say) is folded in at once, so the frames after it
-    /// are too, as many as before, to bring it back down.
+    /// (a node held up in a shared frame, say) is folded in at once, so the
+    /// frames after it are too, as many as before, to bring it back down.
     pub(super) fn estimates_due(&self, number: u64, clarity: Clarity) -> bool {
         clarity == Clarity::Unclear
             || self

@@ -184,6 +184,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.estimate_total = self.estimate.iter().sum();
         self.estimated_after = None;
         self.unclear_at = None;
+        self.held_up_before = false;
+        self.stall_left_out_at = None;
         for &id in &self.old_labels {
             self.by_label[id as usize] = UNKNOWN;
         }
