@@ -621,6 +621,23 @@ fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
     }
 }
 
+/// A chain of 64 nodes, node `i` running `body(i, data)`, shared above
+/// 500 µs of work in nodes of 20 µs on average.
+fn chain_of_64<C: Sync + 'static>(body: fn(usize, &C)) -> TaskGraph<C> {
+    let mut b = TaskGraph::<C>::builder();
+    b.share_above(Duration::from_micros(500), Duration::from_micros(20));
+    let names: Vec<String> = (0..64).map(|i| format!("n{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
+            body(i, cx.data())
+        });
+        if i > 0 {
+            node.after([names[i - 1].clone()]);
+        }
+    }
+    b.build().unwrap()
+}
+
 /// A frame run alone that is held up once (here one node sleeps 3 ms, as
 /// a preempted thread would) runs on alone: the nodes after it run fast,
 /// so the rule does not hand the rest over, and its times do not go into
@@ -633,24 +650,15 @@ fn a_frame_held_up_once_runs_on_alone() {
     const HELD_UP: u8 = 1;
     const SLOW: u8 = 2;
     let pool = Pool::builder().threads(1).build().unwrap();
-    let mut b = TaskGraph::<AtomicU8>::builder();
-    // 64 empty nodes are far below it; 54 of 100 µs far above.
-    b.share_above(Duration::from_micros(500), Duration::from_micros(20));
-    let names: Vec<String> = (0..64).map(|i| format!("n{i}")).collect();
-    for (i, name) in names.iter().enumerate() {
-        let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
-            // Relaxed: set between frames; the frame's start publishes it.
-            match cx.data().load(Relaxed) {
-                HELD_UP if i == 10 => std::thread::sleep(Duration::from_millis(3)),
-                SLOW if i >= 10 => spin_for(Duration::from_micros(100)),
-                _ => {}
-            }
-        });
-        if i > 0 {
-            node.after([names[i - 1].clone()]);
+    // 64 empty nodes are far below the threshold; 54 of 100 µs far above.
+    let mut graph = chain_of_64(|i, mode: &AtomicU8| {
+        // Relaxed: set between frames; the frame's start publishes it.
+        match mode.load(Relaxed) {
+            HELD_UP if i == 10 => std::thread::sleep(Duration::from_millis(3)),
+            SLOW if i >= 10 => spin_for(Duration::from_micros(100)),
+            _ => {}
         }
-    }
-    let mut graph = b.build().unwrap();
+    });
     let mode = AtomicU8::new(LIGHT);
     let run_light_until_alone = |graph: &mut TaskGraph<AtomicU8>| {
         // Relaxed, these stores: between frames (as above).
@@ -696,21 +704,12 @@ fn a_frame_held_up_once_runs_on_alone() {
 fn a_frame_held_up_every_other_frame_counts() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let pool = Pool::builder().threads(1).build().unwrap();
-    let mut b = TaskGraph::<AtomicBool>::builder();
-    b.share_above(Duration::from_micros(500), Duration::from_micros(20));
-    let names: Vec<String> = (0..64).map(|i| format!("n{i}")).collect();
-    for (i, name) in names.iter().enumerate() {
-        let node = b.node(name.clone(), Lane::FrameCritical, move |cx| {
-            // Relaxed: set between frames; the frame's start publishes it.
-            if i == 10 && cx.data().load(Relaxed) {
-                std::thread::sleep(Duration::from_millis(3));
-            }
-        });
-        if i > 0 {
-            node.after([names[i - 1].clone()]);
+    let mut graph = chain_of_64(|i, heavy: &AtomicBool| {
+        // Relaxed: set between frames; the frame's start publishes it.
+        if i == 10 && heavy.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(3));
         }
-    }
-    let mut graph = b.build().unwrap();
+    });
     let heavy = AtomicBool::new(false);
     for _ in 0..20 {
         graph.run(&pool, &heavy).unwrap();
