@@ -13,7 +13,8 @@
 //!   thread (the benchmarks' bound); more than `work / 2` says a node body
 //!   takes longer inside the graph (its clock reads, cache misses);
 //! - `late start`: how long after the frame began the second thread started
-//!   its first node (its wake-up);
+//!   its first node (its wake-up), and when each thread started its first
+//!   node (the frame's set-up on its thread);
 //! - `gaps`: per thread, the time between the end of one of its nodes and
 //!   the start of its next (finding, counting down and queueing), in all and
 //!   per gap;
@@ -51,6 +52,8 @@ struct Breakdown {
     wall: f64,
     half_work: f64,
     late_start: f64,
+    /// When each thread started its first node.
+    first_start: [f64; 2],
     gaps: [f64; 2],
     gap_count: [f64; 2],
     /// Mean time of a node body on each thread, in nanoseconds.
@@ -80,6 +83,7 @@ fn breakdown(stats: &FrameStats) -> Breakdown {
         spans.sort_by(|a, b| a.0.total_cmp(&b.0));
         if let Some(&(first_start, _)) = spans.first() {
             result.late_start = result.late_start.max(first_start);
+            result.first_start[side] = first_start;
         }
         for pair in spans.windows(2) {
             result.gaps[side] += pair[1].0 - pair[0].1;
@@ -158,7 +162,12 @@ fn run(nanos: u64, pacing: Pacing) {
         "sequential / 2 {:5.1} (the same work in a plain loop)",
         sequential / 2.0
     );
-    println!("late start  {:8.1}", of(|b| b.late_start));
+    println!(
+        "late start  {:8.1} (first node: frame thread {:.1}, worker {:.1})",
+        of(|b| b.late_start),
+        of(|b| b.first_start[0]),
+        of(|b| b.first_start[1])
+    );
     for side in 0..2 {
         let who = ["frame thread", "worker      "][side];
         println!(
