@@ -153,6 +153,9 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
             log.spin_nanos.store(spin, Ordering::Relaxed);
             let off_thread_before = log.off_thread.load(Ordering::SeqCst);
             let sharing = graph.run(&pool, &log).unwrap().sharing();
+            // Taken before the path is asked for: a planned frame's is
+            // walked then, by each copy alike.
+            let copy = graph.last_frame().clone();
             let stats = graph.last_frame();
             // The critical path runs from a root along dependency edges,
             // each node released by the one before it, to a sink.
@@ -181,6 +184,28 @@ fn random_dags_respect_dependencies_and_run_each_node_once() {
                     .filter(|&i| deps.iter().all(|d| !d.contains(&i)))
                     .max_by_key(|&i| finished(i));
                 assert_eq!(last_sink, Some(last), "{context}");
+            }
+            assert_eq!(copy.critical_path(), stats.critical_path(), "{context}");
+            if sharing == FrameSharing::Planned {
+                // Each node on the path follows its dependency that ended
+                // last by the run records, and the path ends at the sink
+                // that ended last (within the conversion's rounding).
+                let index_of = |rank: usize| graph.node_index(&format!("n{rank}")).unwrap();
+                let end = |rank: usize| {
+                    let node = stats.node(index_of(rank));
+                    node.start + node.duration
+                };
+                let slack = Duration::from_nanos(2);
+                for pair in path.windows(2) {
+                    let latest = deps[pair[1]].iter().map(|&d| end(d)).max().unwrap();
+                    assert!(end(pair[0]) + slack >= latest, "{context}");
+                }
+                let latest_sink = (0..n)
+                    .filter(|&i| deps.iter().all(|d| !d.contains(&i)))
+                    .map(end)
+                    .max()
+                    .unwrap();
+                assert!(end(last) + slack >= latest_sink, "{context}");
             }
             sharing_seen[match sharing {
                 FrameSharing::Alone => 0,

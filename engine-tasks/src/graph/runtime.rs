@@ -63,9 +63,8 @@ use super::access::Resources;
 use super::builder::{Body, Condition, Name, TaskGraphBuilder};
 use super::compile::Compiled;
 use super::run_record::NodeOutcome;
-use super::run_record::RunRecord;
 use super::shape::BuildId;
-use super::stats::FrameStats;
+use super::stats::{FrameStats, PathWalk};
 use super::FrameSharing;
 use super::{FrameError, NodePanic, ReadyOrder};
 use crate::clock::{self, TickRate};
@@ -597,21 +596,28 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let (dependency_start, dependency_list) =
             (&shared.dependency_start, &shared.dependency_list);
         let (schedule, states) = (&shared.schedule, &shared.states);
-        let released_by = |i: usize, runs: &[RunRecord]| {
+        let released_by = |i: usize| {
             if planned {
-                // The dependency that finished last (the one placed last,
-                // untimed).
+                // Untimed: the dependency placed last.
                 let range = dependency_start[i] as usize..dependency_start[i + 1] as usize;
                 return dependency_list[range]
                     .iter()
                     .copied()
-                    .max_by_key(|&d| (runs[d as usize].read().end, schedule.placed_at(d as usize)))
+                    .max_by_key(|&d| schedule.placed_at(d as usize))
                     .unwrap_or(NONE);
             }
             plan.released_by(i, ran_alone).unwrap_or_else(|| {
                 // Relaxed: the frame latch's acquire ordered these writes.
                 states[i].released_by.load(Ordering::Relaxed)
             })
+        };
+        // A planned frame's walk reads run records the other walkers wrote
+        // (lines on their cores): it waits until the path is asked for.
+        // Timed, the dependency that ended last released the node.
+        let walk = if planned && shared.timed {
+            PathWalk::WhenAsked
+        } else {
+            PathWalk::Now(released_by)
         };
         let nanos_per_tick = self.rate.nanos_per_tick();
         self.stats.record(
@@ -622,8 +628,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             steals,
             slots,
             &mut shared.runs,
-            &self.sinks,
-            released_by,
+            walk,
         );
     }
 

@@ -1,7 +1,10 @@
 //! Per-frame statistics of a task graph: the frame's run records, swapped
 //! in after every frame, and what is derived from them.
 
+use super::compile::Rows;
 use super::run_record::{NodeOutcome, RunRecord};
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// Which threads a frame could use; see the module docs of
@@ -43,8 +46,9 @@ pub struct NodeTiming {
 /// Statistics of the last frame of a graph; see
 /// [`TaskGraph::last_frame`](super::TaskGraph::last_frame). Recording them
 /// after a frame allocates nothing and copies nothing (the frame's run
-/// records are swapped in) but walks the critical path; times are
-/// converted when read.
+/// records are swapped in); times are converted when read. The critical
+/// path of a timed frame run by a plan is walked when first asked for; of
+/// any other frame, when the frame is recorded.
 ///
 /// For a frame-time overlay:
 ///
@@ -65,20 +69,45 @@ pub struct NodeTiming {
 /// println!("ai: {:?} into the frame, for {:?}", ai.start, ai.duration);
 /// assert!(stats.critical_path_work() <= stats.total_work());
 /// ```
-#[derive(Clone, Debug)]
 pub struct FrameStats {
     frame: u64,
     wall: Duration,
     frame_start: u64,
     nanos_per_tick: f64,
     runs: Vec<RunRecord>,
-    critical_path: Vec<usize>,
+    /// Set when recorded, or by the first `critical_path` call.
+    critical_path: OnceLock<Vec<usize>>,
+    /// The memory of an earlier frame's path, for a walk when asked.
+    spare_path: Mutex<Vec<usize>>,
+    /// What a walk when asked reads besides the run records.
+    topology: Arc<PathTopology>,
     slots: usize,
     /// Ticks each slot spent parked during the frame; `None` for slots
     /// without a thread in the frame.
     parked: Vec<Option<u64>>,
     steals: u64,
     sharing: FrameSharing,
+}
+
+/// The graph's shape as far as walking a critical path back needs it:
+/// each node's dependencies, and the nodes without successors. Shared with
+/// clones of the statistics; a rebuild copies into it in place unless a
+/// clone still holds it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PathTopology {
+    dependencies: Rows<u32>,
+    sinks: Vec<u32>,
+}
+
+/// How [`FrameStats::record`] finds the critical path.
+pub(super) enum PathWalk<F> {
+    /// Now, through the node that released each (`F(node)`, or `u32::MAX`
+    /// for a root).
+    Now(F),
+    /// When first asked for, through each node's dependency that ended
+    /// last (ties to the higher index): for timed frames in which that is
+    /// the node that released it.
+    WhenAsked,
 }
 
 impl FrameStats {
@@ -89,7 +118,9 @@ impl FrameStats {
             frame_start: 0,
             nanos_per_tick: 0.0,
             runs: Vec::new(),
-            critical_path: Vec::new(),
+            critical_path: OnceLock::new(),
+            spare_path: Mutex::new(Vec::new()),
+            topology: Arc::default(),
             slots: 0,
             parked: Vec::new(),
             steals: 0,
@@ -108,8 +139,9 @@ impl FrameStats {
         self.nanos_per_tick = 0.0;
         self.runs.clear();
         self.runs.resize_with(n, RunRecord::new);
-        self.critical_path.clear();
-        self.critical_path.reserve(n);
+        let path = self.take_path();
+        path.reserve(n);
+        self.critical_path = OnceLock::from(std::mem::take(path));
         self.slots = 0;
         self.parked.clear();
         self.steals = 0;
@@ -195,12 +227,30 @@ impl FrameStats {
     /// assert_eq!(path, ["input", "physics", "render"]);
     /// ```
     pub fn critical_path(&self) -> &[usize] {
-        &self.critical_path
+        self.critical_path.get_or_init(|| {
+            let mut path = std::mem::take(
+                &mut *self
+                    .spare_path
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            let (topology, runs) = (&*self.topology, &self.runs);
+            walk_back(runs, &topology.sinks, &mut path, |i| {
+                topology
+                    .dependencies
+                    .row(i)
+                    .iter()
+                    .copied()
+                    .max_by_key(|&d| (runs[d as usize].read().end, d))
+                    .unwrap_or(u32::MAX)
+            });
+            path
+        })
     }
 
     /// The summed run time of the nodes on the critical path.
     pub fn critical_path_work(&self) -> Duration {
-        self.critical_path
+        self.critical_path()
             .iter()
             .map(|&i| self.node(i).duration)
             .sum()
@@ -278,9 +328,8 @@ impl FrameStats {
     }
 
     /// Takes the frame's run records (swapping in the previous ones, for
-    /// the next frame to rewrite) and walks the critical path back from
-    /// the sink (one of `sinks`) that finished last, through the node that
-    /// released each (`released_by`).
+    /// the next frame to rewrite) and finds the critical path back from the
+    /// sink that finished last as `walk` says.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -291,8 +340,7 @@ impl FrameStats {
         steals: u64,
         slots: usize,
         runs: &mut Vec<RunRecord>,
-        sinks: &[u32],
-        released_by: impl Fn(usize, &[RunRecord]) -> u32,
+        walk: PathWalk<impl Fn(usize) -> u32>,
     ) {
         self.frame = frame;
         self.wall = wall;
@@ -300,22 +348,46 @@ impl FrameStats {
         self.nanos_per_tick = nanos_per_tick;
         self.steals = steals;
         self.slots = slots;
-        let mut last: Option<(usize, u64)> = None;
         std::mem::swap(&mut self.runs, runs);
-        for &i in sinks {
-            let end = self.runs[i as usize].read().end;
-            if last.is_none_or(|(_, last_end)| end > last_end) {
-                last = Some((i as usize, end));
+        let path = std::mem::take(self.take_path());
+        match walk {
+            PathWalk::Now(released_by) => {
+                let mut path = path;
+                walk_back(&self.runs, &self.topology.sinks, &mut path, released_by);
+                self.critical_path = OnceLock::from(path);
+            }
+            PathWalk::WhenAsked => {
+                *self
+                    .spare_path
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner) = path;
+                self.critical_path = OnceLock::new();
             }
         }
-        self.critical_path.clear();
-        let mut at = last.map(|(i, _)| i);
-        while let Some(i) = at {
-            self.critical_path.push(i);
-            let by = released_by(i, &self.runs);
-            at = (by != u32::MAX).then_some(by as usize);
+    }
+
+    /// The memory of the last path walked (or of the spare), cleared.
+    fn take_path(&mut self) -> &mut Vec<usize> {
+        let spare = self
+            .spare_path
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(path) = self.critical_path.take() {
+            if path.capacity() > spare.capacity() {
+                *spare = path;
+            }
         }
-        self.critical_path.reverse();
+        spare.clear();
+        spare
+    }
+
+    /// Copies the graph's dependencies and sinks for the walks, in the
+    /// memory held unless a clone of these statistics shares it.
+    pub(super) fn set_topology(&mut self, dependencies: &Rows<u32>, sinks: &[u32]) {
+        let topology = Arc::make_mut(&mut self.topology);
+        topology.dependencies.copy_from(dependencies);
+        topology.sinks.clear();
+        topology.sinks.extend_from_slice(sinks);
     }
 
     /// The pool slots (below 64) that ran or skipped a node in the frame,
@@ -345,5 +417,65 @@ impl FrameStats {
             let raw = run.read();
             (raw.outcome == NodeOutcome::Ran).then(|| raw.end.saturating_sub(raw.start))
         })
+    }
+}
+
+/// Writes into `path` the chain from a root to the sink (of `sinks`) that
+/// ended last, each node's predecessor in it being `released_by(node)`
+/// (`u32::MAX` for none).
+fn walk_back(
+    runs: &[RunRecord],
+    sinks: &[u32],
+    path: &mut Vec<usize>,
+    released_by: impl Fn(usize) -> u32,
+) {
+    path.clear();
+    let mut last: Option<(usize, u64)> = None;
+    for &i in sinks {
+        let end = runs[i as usize].read().end;
+        if last.is_none_or(|(_, last_end)| end > last_end) {
+            last = Some((i as usize, end));
+        }
+    }
+    let mut at = last.map(|(i, _)| i);
+    while let Some(i) = at {
+        path.push(i);
+        let by = released_by(i);
+        at = (by != u32::MAX).then_some(by as usize);
+    }
+    path.reverse();
+}
+
+impl Clone for FrameStats {
+    fn clone(&self) -> Self {
+        FrameStats {
+            frame: self.frame,
+            wall: self.wall,
+            frame_start: self.frame_start,
+            nanos_per_tick: self.nanos_per_tick,
+            runs: self.runs.clone(),
+            critical_path: self.critical_path.clone(),
+            spare_path: Mutex::new(Vec::new()),
+            topology: Arc::clone(&self.topology),
+            slots: self.slots,
+            parked: self.parked.clone(),
+            steals: self.steals,
+            sharing: self.sharing,
+        }
+    }
+}
+
+impl fmt::Debug for FrameStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrameStats")
+            .field("frame", &self.frame)
+            .field("wall", &self.wall)
+            .field("sharing", &self.sharing)
+            .field("runs", &self.runs)
+            .field("critical_path", &self.critical_path())
+            .field("slots", &self.slots)
+            .field("parked", &self.parked)
+            .field("steals", &self.steals)
+            .finish_non_exhaustive()
     }
 }

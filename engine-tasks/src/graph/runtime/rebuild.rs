@@ -80,6 +80,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // epochs.
         self.counted_frames = 0;
         self.stats.reset(n);
+        self.stats
+            .set_topology(&self.compiled.dependencies, &self.sinks);
         if builder.share_above != self.share_above {
             // What trials learnt was learnt under the old threshold.
             self.trial = SharingTrial::default();
