@@ -2,7 +2,10 @@
 //! validation, frame data, fan-out inside nodes, work across frames.
 
 use engine_tasks::graph::NodeOutcome;
-use engine_tasks::{FrameError, FrameSharing, GraphError, Lane, Pool, ReadyOrder, TaskGraph};
+use engine_tasks::{
+    FrameError, FrameSharing, FrameStats, GraphError, Lane, Pool, ReadyOrder, TaskGraph,
+    TaskGraphBuilder,
+};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
@@ -1179,4 +1182,73 @@ fn planned_frames_inside_nodes_of_planned_frames() {
     assert!(inner_runs
         .iter()
         .all(|r| r.load(Ordering::Relaxed) == 4 * frames));
+}
+
+/// Chains of `length` nodes named `{prefix}{i}`, one per prefix, each node
+/// spinning 20 µs, in `builder` (left empty before).
+fn fill_chains(builder: &mut TaskGraphBuilder<()>, prefixes: &[char], length: usize) {
+    builder.share_above(Duration::ZERO, Duration::ZERO);
+    for prefix in prefixes {
+        for i in 0..length {
+            let node = builder.node(format!("{prefix}{i}"), Lane::Normal, |_| {
+                spin_for(Duration::from_micros(20));
+            });
+            if i > 0 {
+                node.after([format!("{prefix}{}", i - 1)]);
+            }
+        }
+    }
+}
+
+/// Runs `graph` until a frame runs planned; its statistics' names on the
+/// critical path (not yet asked for) and a copy of them taken first.
+fn planned_path(graph: &mut TaskGraph<()>, pool: &Pool) -> (Vec<String>, FrameStats) {
+    for _ in 0..500 {
+        if graph.run(pool, &()).unwrap().sharing() == FrameSharing::Planned {
+            let copy = graph.last_frame().clone();
+            let path = graph.last_frame().critical_path().iter();
+            return (path.map(|&i| graph.node_name(i).to_owned()).collect(), copy);
+        }
+    }
+    panic!("no frame of 500 ran planned");
+}
+
+/// A planned frame's critical path is walked when asked, against the
+/// graph as that frame ran it: after a rebuild into another shape the
+/// graph's frames walk the new shape, and a copy of the statistics taken
+/// before (never asked) still walks the old one.
+#[test]
+fn a_planned_frames_path_follows_rebuilds_and_copies_keep_theirs() {
+    fn statistics_travel<T: Send + Sync + Clone>() {}
+    statistics_travel::<FrameStats>();
+    let pool = Pool::builder().threads(2).build().unwrap();
+    let mut builder = TaskGraph::<()>::builder();
+    fill_chains(&mut builder, &['a', 'b'], 8);
+    let mut graph = builder.build().unwrap();
+    let (before, copy) = planned_path(&mut graph, &pool);
+    let chain = |prefix: char, length: usize| -> Vec<String> {
+        (0..length).map(|i| format!("{prefix}{i}")).collect()
+    };
+    assert!(
+        before == chain('a', 8) || before == chain('b', 8),
+        "{before:?}"
+    );
+    let old_names: Vec<String> = (0..graph.len())
+        .map(|i| graph.node_name(i).to_owned())
+        .collect();
+
+    let mut builder = TaskGraph::<()>::builder();
+    fill_chains(&mut builder, &['c', 'd', 'e'], 5);
+    builder.build_into(&mut graph).unwrap();
+    let (after, _) = planned_path(&mut graph, &pool);
+    assert!(
+        ['c', 'd', 'e'].iter().any(|&p| after == chain(p, 5)),
+        "{after:?}"
+    );
+    let copied: Vec<&str> = copy
+        .critical_path()
+        .iter()
+        .map(|&i| old_names[i].as_str())
+        .collect();
+    assert_eq!(copied, before);
 }

@@ -13,7 +13,7 @@
 //! each node with its marks, counting nothing either.
 //!
 //! The thread that owns a node writes how its run went to the node's
-//! [`RunRecord`] (`run_record.rs`), apart from the countdown's line, which
+//! [`RunRecord`](super::run_record::RunRecord) (`run_record.rs`), apart from the countdown's line, which
 //! only the dependencies touch.
 //!
 //! Nothing of a node's state is reset between frames: the frame's thread
@@ -174,7 +174,8 @@ const UNKNOWN: u64 = u64::MAX;
 // SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
 // runtime is thread-bound; between frames only the owner touches it.
 unsafe impl<C: ?Sized + Sync> Send for Runtime<C> {}
-// SAFETY: `&Runtime` only reads names and statistics.
+// SAFETY: `&Runtime` only reads names and statistics (the statistics'
+// lazy critical path synchronises itself: `FrameStats::critical_path`).
 unsafe impl<C: ?Sized + Sync> Sync for Runtime<C> {}
 
 impl<C: ?Sized> Drop for Runtime<C> {
@@ -213,7 +214,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             frames: 0,
             counted_frames: 0,
             rate: TickRate::new(),
-            stats: FrameStats::with_nodes(0),
+            stats: FrameStats::new(),
             parked_before: Vec::new(),
             // The first frame starts alone, and hands over after its second
             // node at the earliest, if the first shows the frame is worth a
@@ -597,23 +598,27 @@ impl<C: ?Sized + Sync> Runtime<C> {
             (&shared.dependency_start, &shared.dependency_list);
         let (schedule, states) = (&shared.schedule, &shared.states);
         let released_by = |i: usize| {
-            if planned {
+            let by = if planned {
                 // Untimed: the dependency placed last.
                 let range = dependency_start[i] as usize..dependency_start[i + 1] as usize;
-                return dependency_list[range]
+                dependency_list[range]
                     .iter()
                     .copied()
                     .max_by_key(|&d| schedule.placed_at(d as usize))
-                    .unwrap_or(NONE);
-            }
-            plan.released_by(i, ran_alone).unwrap_or_else(|| {
-                // Relaxed: the frame latch's acquire ordered these writes.
-                states[i].released_by.load(Ordering::Relaxed)
-            })
+                    .unwrap_or(NONE)
+            } else {
+                plan.released_by(i, ran_alone).unwrap_or_else(|| {
+                    // Relaxed: the frame latch's acquire ordered these writes.
+                    states[i].released_by.load(Ordering::Relaxed)
+                })
+            };
+            (by != NONE).then_some(by as usize)
         };
-        // A planned frame's walk reads run records the other walkers wrote
-        // (lines on their cores): it waits until the path is asked for.
-        // Timed, the dependency that ended last released the node.
+        // A timed planned frame's walk reads run records the other walkers
+        // wrote (lines their cores hold), and the dependency that ended last
+        // released each node, which the statistics can find on their own:
+        // it waits until the path is asked for. Untimed, the rule reads the
+        // plan, which may change before then: walked now.
         let walk = if planned && shared.timed {
             PathWalk::WhenAsked
         } else {

@@ -47,8 +47,10 @@ pub struct NodeTiming {
 /// [`TaskGraph::last_frame`](super::TaskGraph::last_frame). Recording them
 /// after a frame allocates nothing and copies nothing (the frame's run
 /// records are swapped in); times are converted when read. The critical
-/// path of a timed frame run by a plan is walked when first asked for; of
-/// any other frame, when the frame is recorded.
+/// path of a [`Planned`](FrameSharing::Planned) frame of a graph that
+/// measures its nodes (the default; see
+/// [`measure_nodes`](super::TaskGraphBuilder::measure_nodes)) is walked
+/// when first asked for; of any other frame, when the frame is recorded.
 ///
 /// For a frame-time overlay:
 ///
@@ -75,7 +77,7 @@ pub struct FrameStats {
     frame_start: u64,
     nanos_per_tick: f64,
     runs: Vec<RunRecord>,
-    /// Set when recorded, or by the first `critical_path` call.
+    /// Set when recorded or reset, or by the first `critical_path` call.
     critical_path: OnceLock<Vec<usize>>,
     /// The memory of an earlier frame's path, for a walk when asked.
     spare_path: Mutex<Vec<usize>>,
@@ -101,33 +103,32 @@ pub(super) struct PathTopology {
 
 /// How [`FrameStats::record`] finds the critical path.
 pub(super) enum PathWalk<F> {
-    /// Now, through the node that released each (`F(node)`, or `u32::MAX`
-    /// for a root).
+    /// Now, through the node that released each (`F(node)`, `None` for a
+    /// root).
     Now(F),
     /// When first asked for, through each node's dependency that ended
-    /// last (ties to the higher index): for timed frames in which that is
+    /// last (ties to the higher index): for timed frames, in which that is
     /// the node that released it.
     WhenAsked,
 }
 
 impl FrameStats {
-    pub(super) fn with_nodes(n: usize) -> Self {
-        let mut stats = FrameStats {
+    /// Statistics of no frame of a graph of no nodes.
+    pub(super) fn new() -> Self {
+        FrameStats {
             frame: 0,
             wall: Duration::ZERO,
             frame_start: 0,
             nanos_per_tick: 0.0,
             runs: Vec::new(),
-            critical_path: OnceLock::new(),
+            critical_path: OnceLock::from(Vec::new()),
             spare_path: Mutex::new(Vec::new()),
             topology: Arc::default(),
             slots: 0,
             parked: Vec::new(),
             steals: 0,
             sharing: FrameSharing::Shared,
-        };
-        stats.reset(n);
-        stats
+        }
     }
 
     /// Statistics of no frame yet, for a graph of `n` nodes, in the memory
@@ -207,6 +208,10 @@ impl FrameStats {
     /// indices from a root to the node that finished last: each entry is
     /// the dependency whose end released the next one.
     ///
+    /// The first call after a planned frame may walk the path (a few steps
+    /// per node on it; see the type's docs), and callers on other threads
+    /// wait for that walk; later calls only read it.
+    ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
     ///
@@ -242,7 +247,7 @@ impl FrameStats {
                     .iter()
                     .copied()
                     .max_by_key(|&d| (runs[d as usize].read().end, d))
-                    .unwrap_or(u32::MAX)
+                    .map(|d| d as usize)
             });
             path
         })
@@ -328,8 +333,8 @@ impl FrameStats {
     }
 
     /// Takes the frame's run records (swapping in the previous ones, for
-    /// the next frame to rewrite) and finds the critical path back from the
-    /// sink that finished last as `walk` says.
+    /// the next frame to rewrite); the critical path back from the sink
+    /// that finished last is walked as `walk` says.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
@@ -340,7 +345,7 @@ impl FrameStats {
         steals: u64,
         slots: usize,
         runs: &mut Vec<RunRecord>,
-        walk: PathWalk<impl Fn(usize) -> u32>,
+        walk: PathWalk<impl Fn(usize) -> Option<usize>>,
     ) {
         self.frame = frame;
         self.wall = wall;
@@ -349,20 +354,12 @@ impl FrameStats {
         self.steals = steals;
         self.slots = slots;
         std::mem::swap(&mut self.runs, runs);
-        let path = std::mem::take(self.take_path());
-        match walk {
-            PathWalk::Now(released_by) => {
-                let mut path = path;
-                walk_back(&self.runs, &self.topology.sinks, &mut path, released_by);
-                self.critical_path = OnceLock::from(path);
-            }
-            PathWalk::WhenAsked => {
-                *self
-                    .spare_path
-                    .get_mut()
-                    .unwrap_or_else(PoisonError::into_inner) = path;
-                self.critical_path = OnceLock::new();
-            }
+        // The buffer stays the spare unless the path is walked now.
+        let spare = self.take_path();
+        if let PathWalk::Now(released_by) = walk {
+            let mut path = std::mem::take(spare);
+            walk_back(&self.runs, &self.topology.sinks, &mut path, released_by);
+            self.critical_path = OnceLock::from(path);
         }
     }
 
@@ -382,9 +379,13 @@ impl FrameStats {
     }
 
     /// Copies the graph's dependencies and sinks for the walks, in the
-    /// memory held unless a clone of these statistics shares it.
+    /// memory held unless a clone of these statistics shares it (then into
+    /// new memory, the clone keeping the old).
     pub(super) fn set_topology(&mut self, dependencies: &Rows<u32>, sinks: &[u32]) {
-        let topology = Arc::make_mut(&mut self.topology);
+        if Arc::get_mut(&mut self.topology).is_none() {
+            self.topology = Arc::default();
+        }
+        let topology = Arc::get_mut(&mut self.topology).expect("just made unique");
         topology.dependencies.copy_from(dependencies);
         topology.sinks.clear();
         topology.sinks.extend_from_slice(sinks);
@@ -421,13 +422,13 @@ impl FrameStats {
 }
 
 /// Writes into `path` the chain from a root to the sink (of `sinks`) that
-/// ended last, each node's predecessor in it being `released_by(node)`
-/// (`u32::MAX` for none).
+/// ended last (ties to the first), each node's predecessor in it being
+/// `predecessor(node)` (`None` for a root).
 fn walk_back(
     runs: &[RunRecord],
     sinks: &[u32],
     path: &mut Vec<usize>,
-    released_by: impl Fn(usize) -> u32,
+    predecessor: impl Fn(usize) -> Option<usize>,
 ) {
     path.clear();
     let mut last: Option<(usize, u64)> = None;
@@ -440,8 +441,7 @@ fn walk_back(
     let mut at = last.map(|(i, _)| i);
     while let Some(i) = at {
         path.push(i);
-        let by = released_by(i);
-        at = (by != u32::MAX).then_some(by as usize);
+        at = predecessor(i);
     }
     path.reverse();
 }

@@ -19,7 +19,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// form back for the next build), and leaves the builder empty with its
     /// memory. Nodes whose names the graph had keep their estimates; the
     /// frame count, tick rate and frame-loop timing carry over. Once a graph
-    /// of the same shape was built, this allocates nothing: every buffer
+    /// of the same shape was built, this allocates nothing unless a clone
+    /// of the statistics holds their copy of the shape: every buffer
     /// keeps its capacity, and the replaced bodies and conditions go to the
     /// builder's memory (`recycle.rs`) for the next graph's. `id` names
     /// the build, for the builder to tell the next build repeats it
