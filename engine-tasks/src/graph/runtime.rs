@@ -13,8 +13,8 @@
 //! each node with its marks, counting nothing either.
 //!
 //! The thread that owns a node writes how its run went to the node's
-//! [`RunRecord`](super::run_record::RunRecord) (`run_record.rs`), apart from the countdown's line, which
-//! only the dependencies touch.
+//! [`RunRecord`](super::run_record::RunRecord) (`run_record.rs`), apart
+//! from the countdown's line, which only the dependencies touch.
 //!
 //! Nothing of a node's state is reset between frames: the frame's thread
 //! writing 256 nodes' lines at frame start made every other thread miss on
