@@ -660,9 +660,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// whose passes change): once a graph of the same shape was built, this
     /// allocates nothing, as long as node and set names are `&'static str`
     /// (an owned name is the caller's allocation, and a build that compiles
-    /// keeps a copy of it) and no clone of the graph's
-    /// [`FrameStats`](super::FrameStats) is alive (it shares the graph's
-    /// shape, which the build then copies anew): the bodies and conditions of
+    /// keeps a copy of it): the bodies and conditions of
     /// the graph it replaces leave their memory to those of the next graph
     /// of the same closure types. A node whose name was in the last graph
     /// keeps its measured time, so critical-path-first ordering and the

@@ -100,8 +100,6 @@ pub(super) struct Runtime<C: ?Sized> {
     order: ReadyOrder,
     topological: Vec<u32>,
     roots: Vec<u32>,
-    /// The nodes without successors.
-    sinks: Vec<u32>,
     /// The least urgent lane among the nodes that any thread may run.
     floor: Lane,
     /// Smoothed node times in clock ticks, and the priorities made of them.
@@ -201,7 +199,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             order: ReadyOrder::default(),
             topological: Vec::new(),
             roots: Vec::new(),
-            sinks: Vec::new(),
             floor: Lane::FrameCritical,
             estimate: Vec::new(),
             estimate_total: 0,
@@ -329,7 +326,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.replan_schedule(lists);
         }
         let nanos_per_tick = self.rate.nanos_per_tick();
-        let sinks = self.sinks.len();
+        let sinks = self.stats.sink_count();
         let count_epoch = self.counted_frames + 1;
         let shared = self.shared_mut();
         shared.reset(sinks);

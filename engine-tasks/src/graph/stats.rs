@@ -4,7 +4,7 @@
 use super::compile::Rows;
 use super::run_record::{NodeOutcome, RunRecord};
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// Which threads a frame could use; see the module docs of
@@ -81,8 +81,8 @@ pub struct FrameStats {
     critical_path: OnceLock<Vec<usize>>,
     /// The memory of an earlier frame's path, for a walk when asked.
     spare_path: Mutex<Vec<usize>>,
-    /// What a walk when asked reads besides the run records.
-    topology: Arc<PathTopology>,
+    /// What a walk reads besides the run records.
+    topology: PathTopology,
     slots: usize,
     /// Ticks each slot spent parked during the frame; `None` for slots
     /// without a thread in the frame.
@@ -92,11 +92,10 @@ pub struct FrameStats {
 }
 
 /// The graph's shape as far as walking a critical path back needs it:
-/// each node's dependencies, and the nodes without successors. Shared with
-/// clones of the statistics; a rebuild copies into it in place unless a
-/// clone still holds it.
+/// each node's dependencies, and the nodes without successors. Copied in
+/// at each rebuild, in the memory held.
 #[derive(Clone, Debug, Default)]
-pub(super) struct PathTopology {
+struct PathTopology {
     dependencies: Rows<u32>,
     sinks: Vec<u32>,
 }
@@ -123,7 +122,7 @@ impl FrameStats {
             runs: Vec::new(),
             critical_path: OnceLock::from(Vec::new()),
             spare_path: Mutex::new(Vec::new()),
-            topology: Arc::default(),
+            topology: PathTopology::default(),
             slots: 0,
             parked: Vec::new(),
             steals: 0,
@@ -239,7 +238,7 @@ impl FrameStats {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner),
             );
-            let (topology, runs) = (&*self.topology, &self.runs);
+            let (topology, runs) = (&self.topology, &self.runs);
             walk_back(runs, &topology.sinks, &mut path, |i| {
                 topology
                     .dependencies
@@ -378,17 +377,22 @@ impl FrameStats {
         spare
     }
 
-    /// Copies the graph's dependencies and sinks for the walks, in the
-    /// memory held unless a clone of these statistics shares it (then into
-    /// new memory, the clone keeping the old).
-    pub(super) fn set_topology(&mut self, dependencies: &Rows<u32>, sinks: &[u32]) {
-        if Arc::get_mut(&mut self.topology).is_none() {
-            self.topology = Arc::default();
-        }
-        let topology = Arc::get_mut(&mut self.topology).expect("just made unique");
+    /// Copies the graph's shape for the walks, in the memory held: each
+    /// node's `dependencies`, and as sinks the nodes whose row of
+    /// `successors` is empty.
+    pub(super) fn set_topology(&mut self, dependencies: &Rows<u32>, successors: &Rows<u32>) {
+        let topology = &mut self.topology;
         topology.dependencies.copy_from(dependencies);
+        let nodes = successors.start.len().saturating_sub(1) as u32;
         topology.sinks.clear();
-        topology.sinks.extend_from_slice(sinks);
+        topology
+            .sinks
+            .extend((0..nodes).filter(|&i| successors.row(i as usize).is_empty()));
+    }
+
+    /// How many nodes of the graph have no successors.
+    pub(super) fn sink_count(&self) -> usize {
+        self.topology.sinks.len()
     }
 
     /// The pool slots (below 64) that ran or skipped a node in the frame,
@@ -456,7 +460,7 @@ impl Clone for FrameStats {
             runs: self.runs.clone(),
             critical_path: self.critical_path.clone(),
             spare_path: Mutex::new(Vec::new()),
-            topology: Arc::clone(&self.topology),
+            topology: self.topology.clone(),
             slots: self.slots,
             parked: self.parked.clone(),
             steals: self.steals,

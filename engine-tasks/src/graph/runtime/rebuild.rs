@@ -19,8 +19,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// form back for the next build), and leaves the builder empty with its
     /// memory. Nodes whose names the graph had keep their estimates; the
     /// frame count, tick rate and frame-loop timing carry over. Once a graph
-    /// of the same shape was built, this allocates nothing unless a clone
-    /// of the statistics holds their copy of the shape: every buffer
+    /// of the same shape was built, this allocates nothing: every buffer
     /// keeps its capacity, and the replaced bodies and conditions go to the
     /// builder's memory (`recycle.rs`) for the next graph's. `id` names
     /// the build, for the builder to tell the next build repeats it
@@ -49,9 +48,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.roots.clear();
         self.roots
             .extend((0..n as u32).filter(|&i| compiled.dependencies.row(i as usize).is_empty()));
-        self.sinks.clear();
-        self.sinks
-            .extend((0..n as u32).filter(|&i| compiled.successors.row(i as usize).is_empty()));
         self.topological.clear();
         self.topological.extend_from_slice(&compiled.topological);
         let graph = self.shared.as_ptr().cast_const();
@@ -81,8 +77,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // epochs.
         self.counted_frames = 0;
         self.stats.reset(n);
+        let compiled = &self.compiled;
         self.stats
-            .set_topology(&self.compiled.dependencies, &self.sinks);
+            .set_topology(&compiled.dependencies, &compiled.successors);
         if builder.share_above != self.share_above {
             // What trials learnt was learnt under the old threshold.
             self.trial = SharingTrial::default();
