@@ -91,30 +91,6 @@ struct FrameStart {
     steals_before: u64,
     /// Whether the pool was idle before the frame (`early_wake.rs`).
     after_idle_gap: bool,
-    /// How long idle threads should wait for the next frame (`None` before
-    /// the first frame).
-    linger: Option<u64>,
-    nanos_per_tick: f64,
-}
-
-impl FrameStart {
-    /// Tells the pool how the frame loop runs: how long idle threads wait
-    /// for the next frame (`update_linger`) and, after an idle gap, when
-    /// this frame started, for the early wake-ups (`early_wake.rs`). Both
-    /// are read by threads that run out of work, so this comes before any
-    /// of the frame's threads can: before its nodes are queued, or in a
-    /// planned frame after the frame's thread walked its list (the helpers
-    /// start first, so that the frame's set-up does not delay them).
-    fn time_the_loop(&self, pool_shared: &PoolShared) {
-        if let Some(linger) = self.linger {
-            pool_shared.set_linger_ticks(linger);
-        }
-        if self.after_idle_gap {
-            pool_shared
-                .next_frame
-                .frame_started(self.start_tick, self.nanos_per_tick);
-        }
-    }
 }
 
 /// A compiled graph; owns [`Shared`] through a raw pointer because tasks
@@ -313,7 +289,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let frame_span = instrument::frame(start.number);
         pool_shared.frame_began();
         let (sharing, ran_alone) = if self.roots.is_empty() {
-            start.time_the_loop(pool_shared);
             (FrameSharing::Alone, 0)
         } else {
             self.run_nodes(pool_shared, &start)
@@ -367,7 +342,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
-        let linger = self.update_linger(start_tick);
+        self.update_linger(pool_shared, start_tick);
         // The first frame after an idle gap of the pool (the first graph of
         // a game's frame) times the loop (early_wake.rs). Frames back to back
         // skip this, and the helper count after the frame.
@@ -378,6 +353,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             Caches::Warm
         };
+        if after_idle_gap {
+            pool_shared
+                .next_frame
+                .frame_started(start_tick, nanos_per_tick);
+        }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
@@ -388,8 +368,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             start_tick,
             steals_before,
             after_idle_gap,
-            linger,
-            nanos_per_tick,
         }
     }
 
@@ -443,12 +421,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     // SAFETY: the frame runs until `wait_frame` returns.
                     let frame = unsafe { shared.frame_view(Some(local)) };
                     shared.walk_plan(0, local, &frame, true);
-                    start.time_the_loop(pool_shared);
                     local.wait_frame(&shared.done, floor, &shared.inbox);
                     return (FrameSharing::Planned, 0);
                 }
                 (_, _, Some(plan)) => {
-                    start.time_the_loop(pool_shared);
                     let rule = hand_over(local, shared.timed);
                     let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
                     if sharing == FrameSharing::Alone {
@@ -457,7 +433,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     (sharing, ran_alone)
                 }
                 _ => {
-                    start.time_the_loop(pool_shared);
                     shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
                     (FrameSharing::Shared, 0)
                 }

@@ -375,11 +375,13 @@ pub(super) fn linger_ticks(gap_ticks: f64, nanos_per_tick: f64) -> u64 {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    /// Smooths the gap since the last frame and returns how long the pool's
+    /// Smooths the gap since the last frame and tells the pool how long its
     /// idle threads should wait for the next frame before they park (see
-    /// [`LINGER_GAP_NANOS`]), or `None` before the first frame.
-    pub(super) fn update_linger(&mut self, start_tick: u64) -> Option<u64> {
-        let last_end = self.last_end_tick?;
+    /// [`LINGER_GAP_NANOS`]).
+    pub(super) fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
+        let Some(last_end) = self.last_end_tick else {
+            return;
+        };
         let gap = start_tick.saturating_sub(last_end) as f64;
         // Falls at once, rises smoothly: a loop that resumes back-to-back
         // frames after a pause (a loading screen) lingers from its next
@@ -395,7 +397,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             0
         };
-        Some(linger)
+        pool.set_linger_ticks(linger);
     }
 
     /// How clear the verdict on sharing was in the frame that just ended,
