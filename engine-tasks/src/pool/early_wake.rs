@@ -513,6 +513,61 @@ mod pool_tests {
         assert!(pool.stats().threads[0].early_wakes >= 1);
     }
 
+    /// The forecast of the next frame is published before the frame's
+    /// nodes run, not after: a worker that runs out of work in the middle
+    /// of a frame (its share done while the frame's thread still runs a
+    /// long node) reads it to decide how long to park, and a forecast
+    /// published later would have it park for good and wake late for the
+    /// next frame. Every node checks that the forecast it sees is the one
+    /// the frame leaves behind.
+    #[test]
+    fn the_next_frames_forecast_is_published_before_the_nodes_run() {
+        use std::sync::atomic::AtomicUsize;
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let spin = |micros: u64| {
+            move |cx: &crate::NodeContext<'_, AtomicUsize>| {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_micros(micros) {
+                    std::hint::spin_loop();
+                }
+                let next = cx.pool().shared().next_frame.plan(0, clock::ticks());
+                if next.is_none() {
+                    // Relaxed: read after the frame, whose end orders it.
+                    cx.data().fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        let mut builder = crate::TaskGraph::<AtomicUsize>::builder();
+        builder.node("short", Lane::FrameCritical, spin(200));
+        builder.node("long", Lane::FrameCritical, spin(600));
+        builder
+            .node("after", Lane::FrameCritical, spin(200))
+            .after(["short"]);
+        let mut graph = builder.build().unwrap();
+        // Until ten frames were forecast: a loop slowed by other work on
+        // the machine (tests running beside this one) is not steady enough
+        // to be forecast, so this may take many frames.
+        let mut forecast_frames = 0;
+        for _ in 0..600 {
+            if forecast_frames == 10 {
+                break;
+            }
+            let blind_nodes = AtomicUsize::new(0);
+            graph.run(&pool, &blind_nodes).unwrap();
+            if pool.shared().next_frame.plan(0, clock::ticks()).is_some() {
+                forecast_frames += 1;
+                assert_eq!(
+                    blind_nodes.load(Ordering::Relaxed),
+                    0,
+                    "a node ran before the frame published the forecast it leaves"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(6));
+        }
+        // One is enough for the check above to have run.
+        assert!(forecast_frames > 0, "no frame was forecast");
+    }
+
     /// A pool built with `EarlyWake::Never` gets no forecast from a paced
     /// loop of shared frames, and its worker never wakes early.
     #[test]
