@@ -518,30 +518,35 @@ mod pool_tests {
     /// of a frame (its share done while the frame's thread still runs a
     /// long node) reads it to decide how long to park, and a forecast
     /// published later would have it park for good and wake late for the
-    /// next frame. Every node checks that the forecast it sees is the one
-    /// the frame leaves behind.
+    /// next frame. Every node records the forecast it sees, and each must
+    /// be the one the frame leaves behind (not none, and not the one for
+    /// the frame itself).
     #[test]
     fn the_next_frames_forecast_is_published_before_the_nodes_run() {
-        use std::sync::atomic::AtomicUsize;
         let pool = Pool::builder().threads(1).build().unwrap();
-        let spin = |micros: u64| {
-            move |cx: &crate::NodeContext<'_, AtomicUsize>| {
+        // Per node: the forecast start it saw, 0 for none.
+        type Seen = [AtomicU64; 3];
+        let spin = |node: usize, micros: u64| {
+            move |cx: &crate::NodeContext<'_, Seen>| {
                 let start = Instant::now();
                 while start.elapsed() < Duration::from_micros(micros) {
                     std::hint::spin_loop();
                 }
-                let next = cx.pool().shared().next_frame.plan(0, clock::ticks());
-                if next.is_none() {
-                    // Relaxed: read after the frame, whose end orders it.
-                    cx.data().fetch_add(1, Ordering::Relaxed);
-                }
+                let next_frame = &cx.pool().shared().next_frame;
+                let seen = match next_frame.plan(0, clock::ticks()) {
+                    // Relaxed: a test read of the value `plan` just read.
+                    Some(_) => next_frame.inner.start.load(Ordering::Relaxed),
+                    None => 0,
+                };
+                // Relaxed: read after the frame, whose end orders it.
+                cx.data()[node].store(seen, Ordering::Relaxed);
             }
         };
-        let mut builder = crate::TaskGraph::<AtomicUsize>::builder();
-        builder.node("short", Lane::FrameCritical, spin(200));
-        builder.node("long", Lane::FrameCritical, spin(600));
+        let mut builder = crate::TaskGraph::<Seen>::builder();
+        builder.node("short", Lane::FrameCritical, spin(0, 200));
+        builder.node("long", Lane::FrameCritical, spin(1, 600));
         builder
-            .node("after", Lane::FrameCritical, spin(200))
+            .node("after", Lane::FrameCritical, spin(2, 200))
             .after(["short"]);
         let mut graph = builder.build().unwrap();
         // Until ten frames were forecast: a loop slowed by other work on
@@ -552,15 +557,20 @@ mod pool_tests {
             if forecast_frames == 10 {
                 break;
             }
-            let blind_nodes = AtomicUsize::new(0);
-            graph.run(&pool, &blind_nodes).unwrap();
-            if pool.shared().next_frame.plan(0, clock::ticks()).is_some() {
+            let seen: Seen = std::array::from_fn(|_| AtomicU64::new(0));
+            graph.run(&pool, &seen).unwrap();
+            let next_frame = &pool.shared().next_frame;
+            if next_frame.plan(0, clock::ticks()).is_some() {
                 forecast_frames += 1;
-                assert_eq!(
-                    blind_nodes.load(Ordering::Relaxed),
-                    0,
-                    "a node ran before the frame published the forecast it leaves"
-                );
+                // Relaxed: published by the frame's thread, this one.
+                let left = next_frame.inner.start.load(Ordering::Relaxed);
+                for (node, seen) in seen.iter().enumerate() {
+                    assert_eq!(
+                        seen.load(Ordering::Relaxed),
+                        left,
+                        "node {node} ran before the frame published the forecast it leaves"
+                    );
+                }
             }
             std::thread::sleep(Duration::from_millis(6));
         }
