@@ -481,14 +481,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.stats.set_sharing(sharing);
         self.record(start.number, wall, start.start_tick, steals, slots);
         let frame_slot = self.shared_mut().inputs.thread_slot;
-        // Set only in planned frames; the frame latch's acquire ordered the
-        // helpers' marks (`walk_plan`), and `&mut self` holds the graph.
-        let helped = *self.shared_mut().helper_slots.get_mut() & !bit_of(frame_slot);
         if start.after_idle_gap {
             // The workers that took part wake early for the next frames.
             let helpers = match sharing {
                 FrameSharing::Alone => 0,
-                FrameSharing::Planned => helped,
+                // Set only in planned frames; the frame latch's acquire
+                // ordered the helpers' marks (`walk_plan`), and `&mut self`
+                // holds the graph.
+                FrameSharing::Planned => {
+                    *self.shared_mut().helper_slots.get_mut() & !bit_of(frame_slot)
+                }
                 FrameSharing::HandedOver | FrameSharing::Shared => {
                     self.stats.slots_that_ran() & !bit_of(frame_slot)
                 }
