@@ -74,6 +74,7 @@ use crate::pool::spawn::panic_message;
 use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
+use crate::sync::prefetch::{self, Span, MAX_SPANS};
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
 use std::ptr::NonNull;
@@ -164,6 +165,9 @@ pub(super) struct Runtime<C: ?Sized> {
     /// The build this graph holds, for a builder to tell that it repeats
     /// it (`shape.rs`).
     built: Option<BuildId>,
+    /// The spans of code a frame of this graph runs, for the workers that
+    /// wake early for it to warm (`sync/prefetch.rs`).
+    code: [Span; MAX_SPANS],
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -234,7 +238,23 @@ impl<C: ?Sized + Sync> Runtime<C> {
             retired_bodies: Vec::new(),
             retired_conditions: Vec::new(),
             built: None,
+            code: Self::code_spans(),
         }
+    }
+
+    /// The code a frame of this graph runs, around anchors that stay out
+    /// of line: this graph's frame, a helper's walk and a queued node
+    /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
+    fn code_spans() -> [Span; MAX_SPANS] {
+        let [worker, wait, notify] = worker::code_anchors();
+        prefetch::code_spans(&[
+            Self::run_frame as *const () as usize,
+            frame::run_helper::<C> as *const () as usize,
+            frame::run_node::<C> as *const () as usize,
+            worker,
+            wait,
+            notify,
+        ])
     }
 
     /// The ambiguities the build ordered (see `TaskGraph::ambiguities`).
@@ -356,7 +376,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if after_idle_gap {
             pool_shared
                 .next_frame
-                .frame_started(start_tick, nanos_per_tick);
+                .frame_started(start_tick, nanos_per_tick, &self.code);
         }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);

@@ -76,6 +76,8 @@ pub(crate) struct SlotCounters {
     /// nanoseconds spent looking for its work.
     early_wakes: Counter,
     early_wait_nanos: Counter,
+    /// Cache lines of the frame's code prefetched during those looks.
+    warmed_lines: Counter,
 }
 
 impl SlotCounters {
@@ -115,11 +117,12 @@ impl SlotCounters {
         self.parked_ticks.get() + current
     }
 
-    /// The slot's owner woke early for a forecast frame and looked for its
-    /// work for `looked`.
-    pub(crate) fn early_wake(&self, looked: Duration) {
+    /// The slot's owner woke early for a forecast frame, looked for its
+    /// work for `looked` and warmed `warmed_lines` lines of its code.
+    pub(crate) fn early_wake(&self, looked: Duration, warmed_lines: usize) {
         self.early_wakes.bump();
         self.early_wait_nanos.add(looked.as_nanos() as u64);
+        self.warmed_lines.add(warmed_lines as u64);
     }
 
     pub(crate) fn snapshot(&self) -> ThreadStats {
@@ -129,6 +132,7 @@ impl SlotCounters {
             unparks: self.unparks.get(),
             early_wakes: self.early_wakes.get(),
             early_wait: Duration::from_nanos(self.early_wait_nanos.get()),
+            warmed_lines: self.warmed_lines.get(),
         }
     }
 }
@@ -177,6 +181,9 @@ pub struct ThreadStats {
     /// Time spent looking for the expected frame's work after those
     /// wake-ups: the CPU that waking early costs.
     pub early_wait: Duration,
+    /// Cache lines of the expected frame's code that the thread prefetched
+    /// during those looks, so that the frame starts on warm code.
+    pub warmed_lines: u64,
 }
 
 impl ThreadStats {

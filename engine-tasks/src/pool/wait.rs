@@ -27,12 +27,18 @@ use crate::pool::registry::{HelperWaker, Shared};
 use crate::sync::helpers::HelperId;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::park::Woken;
+use crate::sync::prefetch::Warming;
 use crate::sync::queue::TaskQueue;
 use crate::trace::instrument;
 use crossbeam_utils::Backoff;
 use std::cell::OnceCell;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
+
+/// Lines an early-woken worker prefetches between two looks for the
+/// frame's work: 32 prefetches take about as long as the 32 pauses they
+/// replace (under a microsecond), so the frame's work is found as soon.
+pub(crate) const WARM_STEP_LINES: usize = 32;
 
 /// Why [`Local::idle`] returned.
 pub(super) enum Idle {
@@ -68,13 +74,16 @@ impl Local<'_> {
             Some(found) => Some(Idle::Found(found)),
             None => stop().then_some(Idle::Stopped),
         };
-        // Looks every 32 pause instructions until `ticks` passed or
+        // Looks every 32 pause instructions, or every `WARM_STEP_LINES`
+        // lines of `warming` while it lasts, until `ticks` passed or
         // `going_on` says no.
-        let poll = |ticks: u64, going_on: &dyn Fn() -> bool| {
+        let poll = |ticks: u64, going_on: &dyn Fn() -> bool, warming: &mut Warming| {
             let deadline = clock::ticks().saturating_add(ticks);
             while clock::ticks() < deadline && going_on() {
-                for _ in 0..32 {
-                    std::hint::spin_loop();
+                if warming.step(WARM_STEP_LINES) == 0 {
+                    for _ in 0..32 {
+                        std::hint::spin_loop();
+                    }
                 }
                 if let Some(idle) = look() {
                     return Some(idle);
@@ -91,14 +100,15 @@ impl Local<'_> {
             // park costs about 10 µs of CPU and its wake-up 30-150 µs of
             // latency on a busy virtual machine; so keep looking, for a
             // bounded time, while the frame runs. Then go on as below.
-            if let Some(idle) = poll(in_frame_wait, &|| self.shared.in_shared_frame()) {
+            let in_frame = || self.shared.in_shared_frame();
+            if let Some(idle) = poll(in_frame_wait, &in_frame, &mut Warming::none()) {
                 return idle;
             }
         }
         if !waiting && (ended_frame || self.shared.between_frames()) {
             // Between frames: wait for the next one only as long as the frame
             // loop asked (registry.rs).
-            if let Some(idle) = poll(self.shared.linger_ticks(), &|| true) {
+            if let Some(idle) = poll(self.shared.linger_ticks(), &|| true, &mut Warming::none()) {
                 return idle;
             }
         } else {
@@ -128,8 +138,13 @@ impl Local<'_> {
                     }
                 }
                 let started = std::time::Instant::now();
-                let found = poll(plan.look_until.saturating_sub(clock::ticks()), &|| true);
-                self.slot.counters.early_wake(started.elapsed());
+                // The look warms the frame's code meanwhile (early_wake.rs).
+                let mut warming = self.shared.next_frame.warming();
+                let look_for = plan.look_until.saturating_sub(clock::ticks());
+                let found = poll(look_for, &|| true, &mut warming);
+                self.slot
+                    .counters
+                    .early_wake(started.elapsed(), warming.warmed());
                 if let Some(idle) = found {
                     return idle;
                 }

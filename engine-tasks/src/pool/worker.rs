@@ -433,6 +433,17 @@ pub(crate) fn with_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -
     with_guest_slot(shared, f)
 }
 
+/// Addresses of pool functions a shared frame runs (a worker's loop, a
+/// frame thread's wait, the wake-up), as anchors for warming the frame's
+/// code (`sync/prefetch.rs`).
+pub(crate) fn code_anchors() -> [usize; 3] {
+    [
+        run_worker as *const () as usize,
+        Local::wait_frame as *const () as usize,
+        Shared::notify as *const () as usize,
+    ]
+}
+
 /// Whether the calling thread is one of `shared`'s worker threads (not
 /// the guest slot of an outside thread).
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {

@@ -24,6 +24,7 @@
 //! | `idle` | the wake protocol: one searcher, no lost wake-up |
 //! | `permits` | background permits and the lending rule |
 //! | `placement` | steering a woken thread off its waker's CPU |
+//! | `prefetch` | prefetch hints, and warming another core's code |
 
 pub(crate) mod countdown;
 pub(crate) mod credit;
@@ -39,6 +40,7 @@ pub(crate) mod node_marks;
 pub(crate) mod park;
 pub(crate) mod permits;
 pub(crate) mod placement;
+pub(crate) mod prefetch;
 pub(crate) mod queue;
 pub(crate) mod ring;
 pub(crate) mod task;

@@ -19,6 +19,7 @@ use crate::sync::countdown::Countdown;
 use crate::sync::frame_gate::Askers;
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::node_marks::{NodeMarks, Sleepers};
+use crate::sync::prefetch;
 use crate::sync::queue::TaskQueue;
 use crate::sync::task::{Header, TaskRef};
 use crate::trace::instrument;
@@ -470,7 +471,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     #[inline]
     pub(super) fn prefetch_body(&self, index: u32) {
         if let Some(&address) = self.closures.get(index as usize) {
-            prefetch_address(address);
+            prefetch::line(address);
         }
         self.gates.prefetch_rules(index);
     }
@@ -710,24 +711,7 @@ fn zero_counts(lines: &[BorrowLine]) {
 /// effect on memory.
 #[inline(always)]
 pub(super) fn prefetch<T>(value: &T) {
-    prefetch_address(value as *const T as usize);
-}
-
-/// Asks the CPU to start loading the cache line at `address`, which may be
-/// any address: a prefetch never faults and reads nothing into the
-/// program, so a stale address costs a wasted load at most.
-#[inline(always)]
-pub(super) fn prefetch_address(address: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (it
-        // is in the target's baseline); it is a hint that never faults,
-        // whatever the address, and reads nothing into the program.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(address as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
+    prefetch::line(value as *const T as usize);
 }
 
 /// The address of a body's closure, for [`Shared::closures`].

@@ -13,13 +13,14 @@
 //! of nodes that write a type and have more than [`INLINE_BORROWS`] types,
 //! which the thread running such a node zeroes and counts (`context.rs`).
 
-use super::frame::{prefetch, prefetch_address, FrameView};
+use super::frame::{prefetch, FrameView};
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
 use crate::graph::context::{BorrowLine, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
 use crate::graph::NodeContext;
 use crate::sync::frame_gate::FrameGate;
+use crate::sync::prefetch;
 use crossbeam_utils::CachePadded;
 
 /// See the module docs.
@@ -278,7 +279,7 @@ impl<C: ?Sized> Gates<C> {
             self.condition_data.get(condition),
         ) {
             prefetch(boxed);
-            prefetch_address(closure);
+            prefetch::line(closure);
         }
         if let Some(typed) = self.typed.get(span.typed as usize) {
             prefetch(typed);

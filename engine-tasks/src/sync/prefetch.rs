@@ -1,0 +1,231 @@
+//! Prefetch hints: asking the CPU to bring a cache line in before it is
+//! needed, for this thread or, through the caches the cores share, for
+//! another.
+//!
+//! A prefetch is a hint with no effect on memory or on the program: it
+//! never faults, whatever the address, and reads nothing into a register.
+//! A stale or wrong address costs one wasted load at most, so the spans
+//! here are plain addresses, never dereferenced, and may outlive what they
+//! pointed at.
+//!
+//! # Warming code for another core
+//!
+//! After a paced frame loop's sleep, the frame's thread runs its first
+//! microseconds on code that went cold: the engine's code is a few hundred
+//! kilobytes spread over the binary, and a missed line of code stalls the
+//! CPU's front end until it arrives. A worker that wakes early for the
+//! frame (`pool/early_wake.rs`) spends its look prefetching that code
+//! instead of only spinning ([`Warming`]), so that the frame thread's
+//! misses find the lines in a cache the cores share or can hand over,
+//! and the worker's own first steps of the frame run warm. The frame's
+//! thread prefetching the same code itself, at the frame's start, did not
+//! help (`docs/performance.md`): it only moved its waits.
+//!
+//! Which code: the compiler decides where functions land, and code that is
+//! inlined has no address of its own, so the spans are worked out from a
+//! few *anchors* (addresses of functions that stay out of line: the frame's
+//! entry, the helper's walk, the pool's wait): anchors close to each other
+//! are taken as one stretch of code, from the first to the last plus
+//! [`TAIL_BYTES`] ([`code_spans`]). In the 2-core development VM's release
+//! builds the engine's anchors lie within about 200 KB of each other, one
+//! span.
+
+/// Code past the last anchor of a span that belongs to it: that function
+/// and its neighbours (the largest engine functions are 10-20 KB).
+pub(crate) const TAIL_BYTES: usize = 16 * 1024;
+/// Anchors further apart than this start a new span: the code between two
+/// far anchors is mostly someone else's (a game binary's other crates).
+pub(crate) const MAX_GAP_BYTES: usize = 256 * 1024;
+/// The most lines all spans hold: 256 KB, a quarter of the development
+/// VM's 1 MB L2, and about 4,000 prefetches (tens of microseconds of a
+/// look, most of it waiting on memory).
+pub(crate) const MAX_LINES: usize = 4096;
+/// The most spans: one for the engine's own code and one for each place
+/// its generic code was compiled into, with room to spare.
+pub(crate) const MAX_SPANS: usize = 4;
+/// Bytes in a cache line on the targets the engine is tuned for.
+pub(crate) const LINE_BYTES: usize = 64;
+
+/// Asks the CPU to start loading the cache line at `address` into this
+/// core's caches. Any address is allowed (module docs).
+#[inline(always)]
+pub(crate) fn line(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (it
+        // is in the target's baseline); it is a hint that never faults,
+        // whatever the address, and reads nothing into the program.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(address as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
+/// A stretch of memory by whole cache lines: `lines` lines from the one
+/// holding `start`. Empty when `lines` is 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) lines: usize,
+}
+
+/// The spans of code around `anchors` (module docs): anchors within
+/// [`MAX_GAP_BYTES`] of the previous one share a span, which runs from the
+/// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_SPANS`]
+/// spans and [`MAX_LINES`] lines in all, the first anchors' spans first.
+pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_SPANS] {
+    let mut sorted = [0usize; 16];
+    let count = anchors.len().min(sorted.len());
+    sorted[..count].copy_from_slice(&anchors[..count]);
+    let sorted = &mut sorted[..count];
+    sorted.sort_unstable();
+    let mut spans = [Span::default(); MAX_SPANS];
+    let mut budget = MAX_LINES;
+    let mut next = 0;
+    let mut i = 0;
+    while i < sorted.len() && next < MAX_SPANS && budget > 0 {
+        let first = sorted[i];
+        let mut last = first;
+        i += 1;
+        while i < sorted.len() && sorted[i] - last <= MAX_GAP_BYTES {
+            last = sorted[i];
+            i += 1;
+        }
+        let start = first - first % LINE_BYTES;
+        let end = last.saturating_add(TAIL_BYTES);
+        let lines = (end - start).div_ceil(LINE_BYTES).min(budget);
+        budget -= lines;
+        spans[next] = Span { start, lines };
+        next += 1;
+    }
+    spans
+}
+
+/// A walk over spans, a few lines at a time: what an early-woken worker
+/// prefetches between its looks for work.
+#[derive(Debug)]
+pub(crate) struct Warming {
+    spans: [Span; MAX_SPANS],
+    /// The span being warmed, and the next line in it.
+    span: usize,
+    line: usize,
+    warmed: usize,
+}
+
+impl Warming {
+    pub(crate) fn new(spans: [Span; MAX_SPANS]) -> Self {
+        Warming {
+            spans,
+            span: 0,
+            line: 0,
+            warmed: 0,
+        }
+    }
+
+    /// Nothing to warm.
+    pub(crate) fn none() -> Self {
+        Warming::new([Span::default(); MAX_SPANS])
+    }
+
+    /// Prefetches up to `lines` more lines; how many it did (0 once every
+    /// line was).
+    pub(crate) fn step(&mut self, lines: usize) -> usize {
+        self.step_with(lines, line)
+    }
+
+    /// [`Warming::step`], handing each line's address to `prefetch`.
+    fn step_with(&mut self, lines: usize, mut prefetch: impl FnMut(usize)) -> usize {
+        let mut done = 0;
+        while done < lines {
+            let Some(span) = self.spans.get(self.span) else {
+                break;
+            };
+            if self.line >= span.lines {
+                self.span += 1;
+                self.line = 0;
+                continue;
+            }
+            let take = (lines - done).min(span.lines - self.line);
+            let first = span.start + self.line * LINE_BYTES;
+            for k in 0..take {
+                prefetch(first + k * LINE_BYTES);
+            }
+            self.line += take;
+            done += take;
+        }
+        self.warmed += done;
+        done
+    }
+
+    /// Lines prefetched so far.
+    pub(crate) fn warmed(&self) -> usize {
+        self.warmed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_anchors_make_one_span_from_the_first_line_to_the_tail() {
+        let spans = code_spans(&[0x10_0040 + 5, 0x10_0000 + 70, 0x12_0000]);
+        assert_eq!(spans[0].start, 0x10_0040);
+        assert_eq!(
+            spans[0].lines,
+            (0x12_0000 + TAIL_BYTES - 0x10_0040) / LINE_BYTES
+        );
+        assert!(spans[1..].iter().all(|s| s.lines == 0));
+    }
+
+    #[test]
+    fn far_anchors_make_separate_spans() {
+        let far = 0x10_0000 + MAX_GAP_BYTES + 64;
+        let spans = code_spans(&[far, 0x10_0000]);
+        assert_eq!(spans[0].start, 0x10_0000);
+        assert_eq!(spans[0].lines, TAIL_BYTES / LINE_BYTES);
+        assert_eq!(spans[1].start, far);
+        assert_eq!(spans[1].lines, TAIL_BYTES / LINE_BYTES);
+    }
+
+    #[test]
+    fn spans_stay_within_the_line_budget_and_the_span_count() {
+        // A chain of anchors each just within the gap: one long span.
+        let chain: Vec<usize> = (0..8).map(|i| 0x100_0000 + i * MAX_GAP_BYTES).collect();
+        let spans = code_spans(&chain);
+        assert_eq!(spans[0].lines, MAX_LINES);
+        assert!(spans[1..].iter().all(|s| s.lines == 0));
+        // More far-apart anchors than spans.
+        let scattered: Vec<usize> = (0..8).map(|i| i * 16 * MAX_GAP_BYTES).collect();
+        let spans = code_spans(&scattered);
+        assert!(spans.iter().all(|s| s.lines == TAIL_BYTES / LINE_BYTES));
+        assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
+    }
+
+    #[test]
+    fn warming_visits_every_line_once_in_steps() {
+        let spans = [
+            Span {
+                start: 0x1000,
+                lines: 5,
+            },
+            Span::default(),
+            Span {
+                start: 0x9000,
+                lines: 3,
+            },
+            Span::default(),
+        ];
+        let mut warming = Warming::new(spans);
+        let mut seen = Vec::new();
+        while warming.step_with(3, |a| seen.push(a)) > 0 {}
+        let expected: Vec<usize> = (0..5)
+            .map(|k| 0x1000 + k * LINE_BYTES)
+            .chain((0..3).map(|k| 0x9000 + k * LINE_BYTES))
+            .collect();
+        assert_eq!(seen, expected);
+        assert_eq!(warming.warmed(), 8);
+        assert_eq!(Warming::none().step(32), 0);
+    }
+}
