@@ -249,6 +249,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let [worker, wait, notify] = worker::code_anchors();
         prefetch::code_spans(&[
             Self::run_frame as *const () as usize,
+            Shared::<C>::walk_plan as *const () as usize,
             frame::run_helper::<C> as *const () as usize,
             frame::run_node::<C> as *const () as usize,
             worker,

@@ -27,8 +27,9 @@
 //! entry, the helper's walk, the pool's wait): anchors close to each other
 //! are taken as one stretch of code, from the first to the last plus
 //! [`TAIL_BYTES`] ([`code_spans`]). In the 2-core development VM's release
-//! builds the engine's anchors lie within about 200 KB of each other, one
-//! span.
+//! builds the engine's anchors lie within about 260 KB of each other, one
+//! span; the walk starts at its lowest address, which there is the planned
+//! walker's code.
 
 /// Code past the last anchor of a span that belongs to it: that function
 /// and its neighbours (the largest engine functions are 10-20 KB).
@@ -36,10 +37,10 @@ pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 /// Anchors further apart than this start a new span: the code between two
 /// far anchors is mostly someone else's (a game binary's other crates).
 pub(crate) const MAX_GAP_BYTES: usize = 256 * 1024;
-/// The most lines all spans hold: 256 KB, a quarter of the development
-/// VM's 1 MB L2, and about 4,000 prefetches (tens of microseconds of a
-/// look, most of it waiting on memory).
-pub(crate) const MAX_LINES: usize = 4096;
+/// The most lines all spans hold: 384 KB, under half the development VM's
+/// 1 MB L2, and about 6,000 prefetches (in 60 Hz runs of the 256-node
+/// graph a look warmed about 3,000 before the frame's work showed up).
+pub(crate) const MAX_LINES: usize = 6144;
 /// The most spans: one for the engine's own code and one for each place
 /// its generic code was compiled into, with room to spare.
 pub(crate) const MAX_SPANS: usize = 4;
