@@ -58,11 +58,12 @@
 //! code of the frame that published the forecast ([`NextFrame::warming`]),
 //! a few dozen lines between two looks, instead of only spinning: the
 //! frame's thread, fresh from the loop's sleep, then finds that code in a
-//! cache instead of in memory (`sync/prefetch.rs`). In-process A/B runs on
-//! the 2-core development VM (`frame_breakdown`'s 256-node graph, 1 µs a
-//! node, 60 Hz, the variant picked at random for each frame) started both
-//! threads' first nodes 1.1-1.9 µs sooner and ended frames 1.2-3.5 µs
-//! sooner; warming the graph's data as well gained nothing more.
+//! cache instead of in memory (`sync/prefetch.rs`). In six in-process A/B
+//! runs on the 2-core development VM (`frame_breakdown`'s 256-node graph,
+//! 1 µs a node, 60 Hz, warming on or off at random for each wake-up, a
+//! temporary probe) both threads started their first nodes 1.0-1.9 µs
+//! sooner and frames ended 2.0-3.2 µs sooner with warming; warming the
+//! graph's data as well gained nothing more.
 //! [`ThreadStats::warmed_lines`] counts the lines.
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
