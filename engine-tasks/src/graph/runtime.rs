@@ -246,8 +246,13 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// of line: this graph's frame, a helper's walk and a queued node
     /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_SPANS] {
+        prefetch::code_spans(&Self::code_anchors())
+    }
+
+    /// The anchors of [`Runtime::code_spans`].
+    fn code_anchors() -> [usize; 7] {
         let [worker, wait, notify] = worker::code_anchors();
-        prefetch::code_spans(&[
+        [
             Self::run_frame as *const () as usize,
             Shared::<C>::walk_plan as *const () as usize,
             frame::run_helper::<C> as *const () as usize,
@@ -255,7 +260,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             worker,
             wait,
             notify,
-        ])
+        ]
     }
 
     /// The ambiguities the build ordered (see `TaskGraph::ambiguities`).

@@ -17,18 +17,23 @@
 //! frame (`pool/early_wake.rs`) spends its look prefetching that code
 //! instead of only spinning ([`Warming`]), so that the frame thread's
 //! misses find the lines in a cache the cores share or can hand over,
-//! and the worker's own first steps of the frame run warm. The frame's
-//! thread prefetching the same code itself, at the frame's start, did not
-//! help (`docs/performance.md`): it only moved its waits.
+//! and the worker's own first steps of the frame run warm. (An earlier
+//! attempt had the frame's thread prefetch 58 KiB of the engine's code
+//! itself, at the frame's start: those frames got slower, see
+//! `docs/performance.md`. Ahead of the frame, from the other core, the
+//! warming does pay.)
 //!
 //! Which code: the compiler decides where functions land, and code that is
 //! inlined has no address of its own, so the spans are worked out from a
-//! few *anchors* (addresses of functions that stay out of line: the frame's
-//! entry, the helper's walk, the pool's wait): anchors close to each other
-//! are taken as one stretch of code, from the first to the last plus
-//! [`TAIL_BYTES`] ([`code_spans`]). In the 2-core development VM's release
-//! builds the engine's anchors lie within about 260 KB of each other, one
-//! span; the walk starts at its lowest address, which there is the planned
+//! few *anchors*, addresses of functions: the frame's entry and the
+//! helper's and a queued node's task functions (always out of line), the
+//! planned walk, the pool's wait and wake-up (out of line in the builds
+//! measured; taking the address keeps a copy, which the compiler places
+//! near the code that calls it). Anchors close to each other are taken as
+//! one stretch of code, from the first to the last plus [`TAIL_BYTES`]
+//! ([`code_spans`]). In the 2-core development VM's release builds the
+//! engine's anchors lie within about 260 KB of each other, one span; the
+//! warming starts at its lowest address, which there is the planned
 //! walker's code.
 
 /// Code past the last anchor of a span that belongs to it: that function
@@ -44,6 +49,9 @@ pub(crate) const MAX_LINES: usize = 6144;
 /// The most spans: one for the engine's own code and one for each place
 /// its generic code was compiled into, with room to spare.
 pub(crate) const MAX_SPANS: usize = 4;
+/// The most anchors [`code_spans`] takes: a handful is enough to bound the
+/// engine's code.
+pub(crate) const MAX_ANCHORS: usize = 16;
 /// Bytes in a cache line on the targets the engine is tuned for.
 pub(crate) const LINE_BYTES: usize = 64;
 
@@ -63,6 +71,13 @@ pub(crate) fn line(address: usize) {
     let _ = address;
 }
 
+/// Asks the CPU to start loading the cache line holding `value` (its
+/// first byte): a hint with no effect on memory.
+#[inline(always)]
+pub(crate) fn value<T>(value: &T) {
+    line(value as *const T as usize);
+}
+
 /// A stretch of memory by whole cache lines: `lines` lines from the one
 /// holding `start`. Empty when `lines` is 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,9 +89,12 @@ pub(crate) struct Span {
 /// The spans of code around `anchors` (module docs): anchors within
 /// [`MAX_GAP_BYTES`] of the previous one share a span, which runs from the
 /// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_SPANS`]
-/// spans and [`MAX_LINES`] lines in all, the first anchors' spans first.
+/// spans and [`MAX_LINES`] lines in all, given out in address order (the
+/// lowest spans get the budget first). At most [`MAX_ANCHORS`] anchors
+/// count.
 pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_SPANS] {
-    let mut sorted = [0usize; 16];
+    debug_assert!(anchors.len() <= MAX_ANCHORS, "more anchors than count");
+    let mut sorted = [0usize; MAX_ANCHORS];
     let count = anchors.len().min(sorted.len());
     sorted[..count].copy_from_slice(&anchors[..count]);
     let sorted = &mut sorted[..count];
@@ -135,8 +153,8 @@ impl Warming {
         self.step_with(lines, line)
     }
 
-    /// [`Warming::step`], handing each line's address to `prefetch`.
-    fn step_with(&mut self, lines: usize, mut prefetch: impl FnMut(usize)) -> usize {
+    /// [`Warming::step`], handing each line's address to `fetch`.
+    fn step_with(&mut self, lines: usize, mut fetch: impl FnMut(usize)) -> usize {
         let mut done = 0;
         while done < lines {
             let Some(span) = self.spans.get(self.span) else {
@@ -148,9 +166,11 @@ impl Warming {
                 continue;
             }
             let take = (lines - done).min(span.lines - self.line);
-            let first = span.start + self.line * LINE_BYTES;
+            // Wrapping: a span read torn between two graphs' may hold any
+            // address, and every address may be prefetched.
+            let first = span.start.wrapping_add(self.line * LINE_BYTES);
             for k in 0..take {
-                prefetch(first + k * LINE_BYTES);
+                fetch(first.wrapping_add(k * LINE_BYTES));
             }
             self.line += take;
             done += take;
@@ -197,11 +217,28 @@ mod tests {
         let spans = code_spans(&chain);
         assert_eq!(spans[0].lines, MAX_LINES);
         assert!(spans[1..].iter().all(|s| s.lines == 0));
-        // More far-apart anchors than spans.
+        // More far-apart anchors than spans: the lowest ones get spans.
         let scattered: Vec<usize> = (0..8).map(|i| i * 16 * MAX_GAP_BYTES).collect();
         let spans = code_spans(&scattered);
-        assert!(spans.iter().all(|s| s.lines == TAIL_BYTES / LINE_BYTES));
-        assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
+        for (k, span) in spans.iter().enumerate() {
+            assert_eq!(span.start, k * 16 * MAX_GAP_BYTES);
+            assert_eq!(span.lines, TAIL_BYTES / LINE_BYTES);
+        }
+        // The budget runs out in the second span: it gets what is left,
+        // and no third span follows.
+        let first_lines = MAX_LINES - 10;
+        let long = (first_lines - TAIL_BYTES / LINE_BYTES) * LINE_BYTES;
+        let far = 1 << 40;
+        let spans = code_spans(&[0, long / 2, long, far, 2 * far]);
+        assert_eq!(spans[0].lines, first_lines);
+        assert_eq!(
+            spans[1],
+            Span {
+                start: far,
+                lines: 10
+            }
+        );
+        assert_eq!(spans[2].lines, 0);
     }
 
     #[test]

@@ -439,9 +439,9 @@ impl<C: ?Sized + Sync> Shared<C> {
         if let (Some(node), Some(run), Some(mark)) =
             (self.nodes.get(i), self.runs.get(i), self.poisoned_in.get(i))
         {
-            prefetch(node);
-            prefetch(run);
-            prefetch(mark);
+            prefetch::value(node);
+            prefetch::value(run);
+            prefetch::value(mark);
         }
         self.gates.prefetch_span(index);
     }
@@ -462,7 +462,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     #[inline]
     pub(super) fn prefetch_state(&self, index: u32) {
         if let Some(state) = self.states.get(index as usize) {
-            prefetch(state);
+            prefetch::value(state);
         }
     }
 
@@ -705,13 +705,6 @@ fn zero_counts(lines: &[BorrowLine]) {
         // orders this run after the last (`context.rs`).
         count.store(0, Ordering::Relaxed);
     }
-}
-
-/// Asks the CPU to start loading the cache line of `value`: a hint with no
-/// effect on memory.
-#[inline(always)]
-pub(super) fn prefetch<T>(value: &T) {
-    prefetch::line(value as *const T as usize);
 }
 
 /// The address of a body's closure, for [`Shared::closures`].

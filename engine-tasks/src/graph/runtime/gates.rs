@@ -13,7 +13,7 @@
 //! of nodes that write a type and have more than [`INLINE_BORROWS`] types,
 //! which the thread running such a node zeroes and counts (`context.rs`).
 
-use super::frame::{prefetch, FrameView};
+use super::frame::FrameView;
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
@@ -252,7 +252,7 @@ impl<C: ?Sized> Gates<C> {
     #[inline]
     pub(super) fn prefetch_span(&self, index: u32) {
         if let Some(span) = self.spans.get(index as usize) {
-            prefetch(span);
+            prefetch::value(span);
         }
     }
 
@@ -267,22 +267,22 @@ impl<C: ?Sized> Gates<C> {
         };
         if span.checks != span.checks_end {
             if let Some(check) = self.checks.get(span.checks as usize) {
-                prefetch(check);
+                prefetch::value(check);
             }
         }
         if let Some(gate) = self.set_gates.get(span.set as usize) {
-            prefetch(gate);
+            prefetch::value(gate);
         }
         let condition = span.condition as usize;
         if let (Some(boxed), Some(&closure)) = (
             self.conditions.get(condition),
             self.condition_data.get(condition),
         ) {
-            prefetch(boxed);
+            prefetch::value(boxed);
             prefetch::line(closure);
         }
         if let Some(typed) = self.typed.get(span.typed as usize) {
-            prefetch(typed);
+            prefetch::value(typed);
         }
     }
 

@@ -731,3 +731,25 @@ fn a_frame_held_up_every_other_frame_counts() {
     let ticks_300_us = (300_000.0 / graph.runtime.rate.nanos_per_tick()) as u64;
     assert!(graph.runtime.estimate_total > before + ticks_300_us);
 }
+
+/// The code spans a graph publishes for the early-woken workers to warm
+/// are worked out from its real anchors: each span starts at an anchor's
+/// line, the lowest anchor lies in the first span, and the spans stay in
+/// the line budget (`sync/prefetch.rs`).
+#[test]
+fn a_graphs_code_spans_start_at_its_anchors() {
+    use crate::sync::prefetch::{LINE_BYTES, MAX_LINES};
+    let anchors = super::Runtime::<()>::code_anchors();
+    let spans = super::Runtime::<()>::code_spans();
+    let lowest = *anchors.iter().min().unwrap();
+    assert!(spans[0].start <= lowest && lowest < spans[0].start + spans[0].lines * LINE_BYTES);
+    for span in spans.iter().filter(|s| s.lines > 0) {
+        assert!(
+            anchors.iter().any(|a| a - a % LINE_BYTES == span.start),
+            "a span starts off every anchor: {span:?}"
+        );
+    }
+    assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
+    // The same spans every time: the graph publishes them every frame.
+    assert_eq!(spans, super::Runtime::<()>::code_spans());
+}
