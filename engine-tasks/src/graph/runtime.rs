@@ -74,7 +74,7 @@ use crate::pool::spawn::panic_message;
 use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
-use crate::sync::prefetch::{self, Span, MAX_SPANS};
+use crate::sync::prefetch::{self, Span, MAX_CODE_SPANS, MAX_DATA_LINES, MAX_SPANS};
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
 use std::ptr::NonNull;
@@ -167,7 +167,7 @@ pub(super) struct Runtime<C: ?Sized> {
     built: Option<BuildId>,
     /// The spans of code a frame of this graph runs, for the workers that
     /// wake early for it to warm (`sync/prefetch.rs`).
-    code: [Span; MAX_SPANS],
+    code: [Span; MAX_CODE_SPANS],
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -245,8 +245,28 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// The code a frame of this graph runs, around anchors that stay out
     /// of line: this graph's frame, a helper's walk and a queued node
     /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
-    fn code_spans() -> [Span; MAX_SPANS] {
+    fn code_spans() -> [Span; MAX_CODE_SPANS] {
         prefetch::code_spans(&Self::code_anchors())
+    }
+
+    /// What the workers that wake early for the next frame warm: the
+    /// read-only arrays a planned frame's walk reads first (its lists, the
+    /// dependency and successor rows, the nodes), then the code. Their
+    /// addresses change only at a rebuild, between frames.
+    fn warm_spans(&self) -> [Span; MAX_SPANS] {
+        // SAFETY: between frames (see `shared_mut`), read only.
+        let shared = unsafe { self.shared.as_ref() };
+        let arrays = [
+            shared.schedule.all_lists(),
+            Span::of(&shared.dependency_start, MAX_DATA_LINES),
+            Span::of(&shared.dependency_list, MAX_DATA_LINES),
+            Span::of(&shared.dependencies, MAX_DATA_LINES),
+            Span::of(&shared.successor_start, MAX_DATA_LINES),
+            Span::of(&shared.successors, MAX_DATA_LINES),
+            Span::of(&shared.nodes, MAX_DATA_LINES),
+            Span::of(&shared.closures, MAX_DATA_LINES),
+        ];
+        prefetch::warm_spans(&prefetch::data_spans(&arrays), &self.code)
     }
 
     /// The anchors of [`Runtime::code_spans`].
@@ -382,7 +402,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if after_idle_gap {
             pool_shared
                 .next_frame
-                .frame_started(start_tick, nanos_per_tick, &self.code);
+                .frame_started(start_tick, nanos_per_tick, &self.warm_spans());
         }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);

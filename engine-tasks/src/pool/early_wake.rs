@@ -54,17 +54,20 @@
 //!
 //! # Warming the frame's code
 //!
-//! A woken worker that finds no work yet spends its look prefetching the
-//! code of the frame that published the forecast ([`NextFrame::warming`]),
-//! a few dozen lines between two looks, instead of only spinning: the
-//! frame's thread, fresh from the loop's sleep, then finds that code in a
-//! cache instead of in memory (`sync/prefetch.rs`). In six in-process A/B
-//! runs on the 2-core development VM (`frame_breakdown`'s 256-node graph,
-//! 1 µs a node, 60 Hz, warming on or off at random for each wake-up, a
-//! temporary probe) both threads started their first nodes 1.0-1.9 µs
-//! sooner and frames ended 2.0-3.2 µs sooner with warming; warming the
-//! graph's data as well gained nothing more.
-//! [`ThreadStats::warmed_lines`] counts the lines.
+//! A woken worker that finds no work yet spends its look prefetching what
+//! the frame that published the forecast reads first
+//! ([`NextFrame::warming`]): its graph's read-only arrays, then the
+//! engine's code, a few dozen lines between two looks, instead of only
+//! spinning. The frame's thread, fresh from the loop's sleep, then finds
+//! them in a cache instead of in memory (`sync/prefetch.rs`). In six
+//! in-process A/B runs on the 2-core development VM (`frame_breakdown`'s
+//! 256-node graph, 1 µs a node, 60 Hz, warming on or off at random for each
+//! wake-up, a temporary probe) the code made both threads start their
+//! first nodes 1.0-1.9 µs sooner and frames end 2.0-3.2 µs sooner; the
+//! read-only arrays first gained another 0.7 µs (median of five runs,
+//! −2.0 to +0.3). Warming the lines the frame writes (node states, run
+//! records) as well gained nothing. [`ThreadStats::warmed_lines`] counts
+//! the lines.
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
 //! forecast costs a wasted look or a late wake-up, never a lost task. The
@@ -244,9 +247,10 @@ struct Inner {
     nanos_per_tick: AtomicU64,
     /// Smoothed lateness of a timed park's wake-up (ticks).
     oversleep: AtomicU64,
-    /// The code of the frame loop that published the forecast, for woken
-    /// workers to warm: each span's first address and its lines.
-    code: [(AtomicUsize, AtomicUsize); MAX_SPANS],
+    /// What the frame loop that published the forecast reads first, for
+    /// woken workers to warm (its read-only data, then its code): each
+    /// span's first address and its lines.
+    spans: [(AtomicUsize, AtomicUsize); MAX_SPANS],
 }
 
 impl NextFrame {
@@ -263,15 +267,15 @@ impl NextFrame {
                 slots: AtomicU64::new(0),
                 nanos_per_tick: AtomicU64::new(1f64.to_bits()),
                 oversleep: AtomicU64::new(0),
-                code: Default::default(),
+                spans: Default::default(),
             }),
         }
     }
 
     /// A frame starts at `start` (ticks) after an idle gap of the pool:
     /// times the loop and publishes (or clears) the forecast, with the
-    /// spans of the frame's `code` for the woken workers to warm.
-    pub(crate) fn frame_started(&self, start: u64, nanos_per_tick: f64, code: &[Span; MAX_SPANS]) {
+    /// `spans` of the frame's data and code for the woken workers to warm.
+    pub(crate) fn frame_started(&self, start: u64, nanos_per_tick: f64, spans: &[Span; MAX_SPANS]) {
         let Ok(mut state) = self.loop_state.try_lock() else {
             return;
         };
@@ -279,7 +283,7 @@ impl NextFrame {
         let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
         match state.cadence.forecast() {
             Some(forecast) if self.enabled && helpers != 0 => {
-                self.set_code(code);
+                self.set_spans(spans);
                 self.expect(forecast, helpers, nanos_per_tick)
             }
             _ => self.clear(),
@@ -322,10 +326,10 @@ impl NextFrame {
         inner.start.store(forecast.start.max(1), Ordering::Release);
     }
 
-    /// Sets the code spans that woken workers warm (a store only where a
-    /// span changed: the same graph publishes the same spans every frame).
-    fn set_code(&self, code: &[Span; MAX_SPANS]) {
-        for (slot, span) in self.inner.code.iter().zip(code) {
+    /// Sets the spans that woken workers warm (a store only where a span
+    /// changed: the same graph publishes the same spans every frame).
+    fn set_spans(&self, spans: &[Span; MAX_SPANS]) {
+        for (slot, span) in self.inner.spans.iter().zip(spans) {
             // Relaxed, all four: a hint (module docs), published by the
             // Release store of `start` in `expect`; a worker that reads a
             // mix of two graphs' spans warms some wrong lines.
@@ -343,7 +347,7 @@ impl NextFrame {
         // Relaxed: a hint; read after `plan`'s Acquire load of `start`,
         // which pairs with the Release store that published these.
         Warming::new(std::array::from_fn(|i| {
-            let (start, lines) = &self.inner.code[i];
+            let (start, lines) = &self.inner.spans[i];
             Span {
                 start: start.load(Ordering::Relaxed),
                 lines: lines.load(Ordering::Relaxed),
@@ -535,6 +539,7 @@ mod pool_tests {
     use super::*;
     use crate::clock;
     use crate::lane::Lane;
+    use crate::sync::prefetch;
     use crate::sync::task::{Header, TaskRef};
     use crate::Pool;
     use std::ptr::NonNull;
@@ -575,10 +580,11 @@ mod pool_tests {
             start: clock::ticks() + ahead,
             jitter: 200_000.0 / nanos_per_tick,
         };
-        let code = crate::sync::prefetch::code_spans(&[
-            super::super::worker::run_worker as *const () as usize,
-        ]);
-        shared.next_frame.set_code(&code);
+        let code = prefetch::code_spans(&[super::super::worker::run_worker as *const () as usize]);
+        let data = [prefetch::Span::default(); prefetch::MAX_DATA_SPANS];
+        shared
+            .next_frame
+            .set_spans(&prefetch::warm_spans(&data, &code));
         shared.next_frame.expect(forecast, 1, nanos_per_tick);
         // The worker starts, runs a task and parks, reading the forecast.
         pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();

@@ -35,6 +35,12 @@
 //! engine's anchors lie within about 260 KB of each other, one span; the
 //! warming starts at its lowest address, which there is the planned
 //! walker's code.
+//!
+//! Before the code, a warming walks a graph's read-only arrays
+//! ([`data_spans`]: its plan's lists, its dependency and successor rows,
+//! its nodes), a few hundred lines that the frame reads first. Lines the
+//! frame writes (node states, run records) are left out: a copy in the
+//! worker's cache would only have to be taken back.
 
 /// Code past the last anchor of a span that belongs to it: that function
 /// and its neighbours (the largest engine functions are 10-20 KB).
@@ -46,9 +52,18 @@ pub(crate) const MAX_GAP_BYTES: usize = 256 * 1024;
 /// 1 MB L2, and about 6,000 prefetches (in 60 Hz runs of the 256-node
 /// graph a look warmed about 3,000 before the frame's work showed up).
 pub(crate) const MAX_LINES: usize = 6144;
-/// The most spans: one for the engine's own code and one for each place
-/// its generic code was compiled into, with room to spare.
-pub(crate) const MAX_SPANS: usize = 4;
+/// The most code spans: one for the engine's own code and one for each
+/// place its generic code was compiled into, with room to spare.
+pub(crate) const MAX_CODE_SPANS: usize = 4;
+/// The most data spans: the read-only arrays a planned frame's walk reads
+/// first (its lists, dependency and successor rows, the nodes).
+pub(crate) const MAX_DATA_SPANS: usize = 8;
+/// The most data lines: 64 KB, the arrays of a graph of about a thousand
+/// nodes; a larger graph's are warmed from their starts.
+pub(crate) const MAX_DATA_LINES: usize = 1024;
+/// The most spans a warming walks: the data's first (a few hundred lines
+/// that a look warms in its first microseconds), then the code's.
+pub(crate) const MAX_SPANS: usize = MAX_DATA_SPANS + MAX_CODE_SPANS;
 /// The most anchors [`code_spans`] takes: a handful is enough to bound the
 /// engine's code.
 pub(crate) const MAX_ANCHORS: usize = 16;
@@ -86,24 +101,72 @@ pub(crate) struct Span {
     pub(crate) lines: usize,
 }
 
+impl Span {
+    /// The lines of `slice`, at most `max_lines` from its start.
+    pub(crate) fn of<T>(slice: &[T], max_lines: usize) -> Span {
+        let address = slice.as_ptr() as usize;
+        let bytes = std::mem::size_of_val(slice);
+        let start = address - address % LINE_BYTES;
+        let lines = if bytes == 0 {
+            0
+        } else {
+            (address + bytes - start).div_ceil(LINE_BYTES)
+        };
+        Span {
+            start,
+            lines: lines.min(max_lines),
+        }
+    }
+}
+
+/// The data spans of `arrays`, in order, at most [`MAX_DATA_LINES`] lines
+/// in all (the first arrays first) and [`MAX_DATA_SPANS`] spans.
+pub(crate) fn data_spans(arrays: &[Span]) -> [Span; MAX_DATA_SPANS] {
+    let mut spans = [Span::default(); MAX_DATA_SPANS];
+    let mut budget = MAX_DATA_LINES;
+    for (span, array) in spans.iter_mut().zip(arrays) {
+        let lines = array.lines.min(budget);
+        budget -= lines;
+        *span = Span {
+            start: array.start,
+            lines,
+        };
+    }
+    spans
+}
+
+/// The spans a warming walks: `data` first, then `code`.
+pub(crate) fn warm_spans(
+    data: &[Span; MAX_DATA_SPANS],
+    code: &[Span; MAX_CODE_SPANS],
+) -> [Span; MAX_SPANS] {
+    std::array::from_fn(|i| {
+        if i < MAX_DATA_SPANS {
+            data[i]
+        } else {
+            code[i - MAX_DATA_SPANS]
+        }
+    })
+}
+
 /// The spans of code around `anchors` (module docs): anchors within
 /// [`MAX_GAP_BYTES`] of the previous one share a span, which runs from the
 /// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_SPANS`]
 /// spans and [`MAX_LINES`] lines in all, given out in address order (the
 /// lowest spans get the budget first). At most [`MAX_ANCHORS`] anchors
 /// count.
-pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_SPANS] {
+pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_CODE_SPANS] {
     debug_assert!(anchors.len() <= MAX_ANCHORS, "more anchors than count");
     let mut sorted = [0usize; MAX_ANCHORS];
     let count = anchors.len().min(sorted.len());
     sorted[..count].copy_from_slice(&anchors[..count]);
     let sorted = &mut sorted[..count];
     sorted.sort_unstable();
-    let mut spans = [Span::default(); MAX_SPANS];
+    let mut spans = [Span::default(); MAX_CODE_SPANS];
     let mut budget = MAX_LINES;
     let mut next = 0;
     let mut i = 0;
-    while i < sorted.len() && next < MAX_SPANS && budget > 0 {
+    while i < sorted.len() && next < MAX_CODE_SPANS && budget > 0 {
         let first = sorted[i];
         let mut last = first;
         i += 1;
@@ -121,8 +184,8 @@ pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_SPANS] {
     spans
 }
 
-/// A walk over spans, a few lines at a time: what an early-woken worker
-/// prefetches between its looks for work.
+/// A walk over spans, a few lines at a time, in order: what an early-woken
+/// worker prefetches between its looks for work.
 #[derive(Debug)]
 pub(crate) struct Warming {
     spans: [Span; MAX_SPANS],
@@ -242,19 +305,46 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_spans_the_lines_it_touches_and_data_stays_in_budget() {
+        let words = [0u64; 20];
+        let span = Span::of(&words[..], usize::MAX);
+        let address = words.as_ptr() as usize;
+        assert_eq!(span.start, address - address % LINE_BYTES);
+        assert_eq!(
+            span.lines,
+            (address + 160 - span.start).div_ceil(LINE_BYTES)
+        );
+        assert_eq!(Span::of(&words[..0], usize::MAX).lines, 0);
+        assert_eq!(Span::of(&words[..], 1).lines, 1);
+        let big = Span {
+            start: 0x10_0000,
+            lines: MAX_DATA_LINES - 3,
+        };
+        let small = Span {
+            start: 0x90_0000,
+            lines: 10,
+        };
+        let data = data_spans(&[big, small, small]);
+        assert_eq!(data[0], big);
+        assert_eq!(data[1].lines, 3);
+        assert_eq!(data[2].lines, 0);
+        let code = code_spans(&[0x50_0000]);
+        let all = warm_spans(&data, &code);
+        assert_eq!(all[0], big);
+        assert_eq!(all[MAX_DATA_SPANS], code[0]);
+    }
+
+    #[test]
     fn warming_visits_every_line_once_in_steps() {
-        let spans = [
-            Span {
-                start: 0x1000,
-                lines: 5,
-            },
-            Span::default(),
-            Span {
-                start: 0x9000,
-                lines: 3,
-            },
-            Span::default(),
-        ];
+        let mut spans = [Span::default(); MAX_SPANS];
+        spans[0] = Span {
+            start: 0x1000,
+            lines: 5,
+        };
+        spans[2] = Span {
+            start: 0x9000,
+            lines: 3,
+        };
         let mut warming = Warming::new(spans);
         let mut seen = Vec::new();
         while warming.step_with(3, |a| seen.push(a)) > 0 {}

@@ -51,6 +51,7 @@ use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
 use crate::clock;
 use crate::pool::worker::Local;
+use crate::sync::prefetch::{Span, MAX_DATA_LINES};
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 
@@ -143,6 +144,12 @@ impl Schedule {
 
     pub(super) fn invalidate(&mut self) {
         self.stale = true;
+    }
+
+    /// Every list's nodes, as one span for the early-woken workers to
+    /// warm (`sync/prefetch.rs`).
+    pub(super) fn all_lists(&self) -> Span {
+        Span::of(&self.nodes, MAX_DATA_LINES)
     }
 
     /// Whether the plan must be worked out again for `lists` lists.

@@ -753,3 +753,28 @@ fn a_graphs_code_spans_start_at_its_anchors() {
     // The same spans every time: the graph publishes them every frame.
     assert_eq!(spans, super::Runtime::<()>::code_spans());
 }
+
+/// The spans a graph publishes for the early-woken workers to warm hold
+/// its read-only arrays first (here: its dependency and successor rows
+/// and its nodes), then its code.
+#[test]
+fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
+    use crate::sync::prefetch::{Span, MAX_DATA_LINES, MAX_DATA_SPANS};
+    let graph = chain_of_64(|_, _: &()| {});
+    let runtime = &graph.runtime;
+    let spans = runtime.warm_spans();
+    // SAFETY: no frame runs; a read of the graph's arrays.
+    let shared = unsafe { runtime.shared.as_ref() };
+    for array in [
+        Span::of(&shared.dependency_list, MAX_DATA_LINES),
+        Span::of(&shared.successors, MAX_DATA_LINES),
+        Span::of(&shared.nodes, MAX_DATA_LINES),
+    ] {
+        assert!(array.lines > 0);
+        assert!(
+            spans[..MAX_DATA_SPANS].contains(&array),
+            "{array:?} is not among {spans:?}"
+        );
+    }
+    assert_eq!(&spans[MAX_DATA_SPANS..], &runtime.code[..]);
+}
