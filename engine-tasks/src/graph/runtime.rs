@@ -251,10 +251,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// What the workers that wake early for the next frame warm: the
     /// read-only arrays a planned frame's walk reads first (its lists, the
-    /// dependency and successor rows, the nodes), then the code. Their
-    /// addresses change only at a rebuild, between frames.
+    /// dependency and successor rows, the nodes and their closures'
+    /// addresses), then the code. Their addresses change only at a
+    /// rebuild, between frames. Lines that frames write (node states, run
+    /// records) are left out (`sync/prefetch.rs`).
     fn warm_spans(&self) -> [Span; MAX_SPANS] {
-        // SAFETY: between frames (see `shared_mut`), read only.
+        // SAFETY: a frame borrows the runtime mutably (`run_frame`), so
+        // with `&self` none runs; this only reads the arrays' addresses
+        // and lengths.
         let shared = unsafe { self.shared.as_ref() };
         let arrays = [
             shared.schedule.all_lists(),

@@ -52,11 +52,12 @@
 //!   fixed-step simulation graph among render frames) time one loop: the
 //!   pool's.
 //!
-//! # Warming the frame's code
+//! # Warming what the frame reads first
 //!
 //! A woken worker that finds no work yet spends its look prefetching what
 //! the frame that published the forecast reads first
-//! ([`NextFrame::warming`]): its graph's read-only arrays, then the
+//! ([`NextFrame::warming`]): its graph's read-only arrays (lists, rows,
+//! nodes and their closures' addresses), then the
 //! engine's code, a few dozen lines between two looks, instead of only
 //! spinning. The frame's thread, fresh from the loop's sleep, then finds
 //! them in a cache instead of in memory (`sync/prefetch.rs`). In six
@@ -64,8 +65,8 @@
 //! 256-node graph, 1 µs a node, 60 Hz, warming on or off at random for each
 //! wake-up, a temporary probe) the code made both threads start their
 //! first nodes 1.0-1.9 µs sooner and frames end 2.0-3.2 µs sooner; the
-//! read-only arrays first gained another 0.7 µs (median of five runs,
-//! −2.0 to +0.3). Warming the lines the frame writes (node states, run
+//! read-only arrays first ended frames another 0.7 µs sooner (median of
+//! five runs, −2.0 to +0.3 µs). Warming the lines the frame writes (node states, run
 //! records) as well gained nothing. [`ThreadStats::warmed_lines`] counts
 //! the lines.
 //!

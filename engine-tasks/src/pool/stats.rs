@@ -76,7 +76,8 @@ pub(crate) struct SlotCounters {
     /// nanoseconds spent looking for its work.
     early_wakes: Counter,
     early_wait_nanos: Counter,
-    /// Cache lines of the frame's code prefetched during those looks.
+    /// Cache lines of the frame's data and code prefetched during those
+    /// looks.
     warmed_lines: Counter,
 }
 
@@ -118,7 +119,8 @@ impl SlotCounters {
     }
 
     /// The slot's owner woke early for a forecast frame, looked for its
-    /// work for `looked` and warmed `warmed_lines` lines of its code.
+    /// work for `looked` and warmed `warmed_lines` lines of its data and
+    /// code.
     pub(crate) fn early_wake(&self, looked: Duration, warmed_lines: usize) {
         self.early_wakes.bump();
         self.early_wait_nanos.add(looked.as_nanos() as u64);
@@ -181,8 +183,9 @@ pub struct ThreadStats {
     /// Time spent looking for the expected frame's work after those
     /// wake-ups: the CPU that waking early costs.
     pub early_wait: Duration,
-    /// Cache lines of the expected frame's code that the thread prefetched
-    /// during those looks, so that the frame starts on warm code.
+    /// Cache lines of the expected frame's data and code that the thread
+    /// prefetched during those looks, so that the frame starts on lines
+    /// already in a cache.
     pub warmed_lines: u64,
 }
 

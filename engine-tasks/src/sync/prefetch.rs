@@ -38,7 +38,8 @@
 //!
 //! Before the code, a warming walks a graph's read-only arrays
 //! ([`data_spans`]: its plan's lists, its dependency and successor rows,
-//! its nodes), a few hundred lines that the frame reads first. Lines the
+//! its nodes and the addresses of their closures), a few hundred lines
+//! that the frame reads first. Lines the
 //! frame writes (node states, run records) are left out: a copy in the
 //! worker's cache would only have to be taken back.
 
@@ -48,7 +49,7 @@ pub(crate) const TAIL_BYTES: usize = 16 * 1024;
 /// Anchors further apart than this start a new span: the code between two
 /// far anchors is mostly someone else's (a game binary's other crates).
 pub(crate) const MAX_GAP_BYTES: usize = 256 * 1024;
-/// The most lines all spans hold: 384 KB, under half the development VM's
+/// The most lines all code spans hold: 384 KB, under half the development VM's
 /// 1 MB L2, and about 6,000 prefetches (in 60 Hz runs of the 256-node
 /// graph a look warmed about 3,000 before the frame's work showed up).
 pub(crate) const MAX_LINES: usize = 6144;
@@ -58,8 +59,9 @@ pub(crate) const MAX_CODE_SPANS: usize = 4;
 /// The most data spans: the read-only arrays a planned frame's walk reads
 /// first (its lists, dependency and successor rows, the nodes).
 pub(crate) const MAX_DATA_SPANS: usize = 8;
-/// The most data lines: 64 KB, the arrays of a graph of about a thousand
-/// nodes; a larger graph's are warmed from their starts.
+/// The most data lines: 64 KB, the arrays of a graph of about 600 nodes
+/// (about 110 bytes of them a node). A larger graph's first arrays take
+/// the budget (each at most this much), the later ones get what is left.
 pub(crate) const MAX_DATA_LINES: usize = 1024;
 /// The most spans a warming walks: the data's first (a few hundred lines
 /// that a look warms in its first microseconds), then the code's.
@@ -120,7 +122,8 @@ impl Span {
 }
 
 /// The data spans of `arrays`, in order, at most [`MAX_DATA_LINES`] lines
-/// in all (the first arrays first) and [`MAX_DATA_SPANS`] spans.
+/// in all (the first arrays first); arrays past the first
+/// [`MAX_DATA_SPANS`] are left out.
 pub(crate) fn data_spans(arrays: &[Span]) -> [Span; MAX_DATA_SPANS] {
     let mut spans = [Span::default(); MAX_DATA_SPANS];
     let mut budget = MAX_DATA_LINES;
@@ -151,7 +154,7 @@ pub(crate) fn warm_spans(
 
 /// The spans of code around `anchors` (module docs): anchors within
 /// [`MAX_GAP_BYTES`] of the previous one share a span, which runs from the
-/// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_SPANS`]
+/// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_CODE_SPANS`]
 /// spans and [`MAX_LINES`] lines in all, given out in address order (the
 /// lowest spans get the budget first). At most [`MAX_ANCHORS`] anchors
 /// count.
@@ -305,17 +308,52 @@ mod tests {
     }
 
     #[test]
-    fn a_slice_spans_the_lines_it_touches_and_data_stays_in_budget() {
-        let words = [0u64; 20];
-        let span = Span::of(&words[..], usize::MAX);
-        let address = words.as_ptr() as usize;
-        assert_eq!(span.start, address - address % LINE_BYTES);
+    fn a_slice_spans_the_lines_it_touches() {
+        #[repr(align(64))]
+        struct Lines([u8; 256]);
+        let lines = Lines([0; 256]);
+        let base = lines.0.as_ptr() as usize;
+        let span = |range: std::ops::Range<usize>| Span::of(&lines.0[range], usize::MAX);
+        // One whole line, ending on a line boundary: no extra line.
         assert_eq!(
-            span.lines,
-            (address + 160 - span.start).div_ceil(LINE_BYTES)
+            span(0..64),
+            Span {
+                start: base,
+                lines: 1
+            }
         );
-        assert_eq!(Span::of(&words[..0], usize::MAX).lines, 0);
-        assert_eq!(Span::of(&words[..], 1).lines, 1);
+        // Eight bytes across a boundary: two lines.
+        assert_eq!(
+            span(60..68),
+            Span {
+                start: base,
+                lines: 2
+            }
+        );
+        // Within the third line.
+        assert_eq!(
+            span(130..140),
+            Span {
+                start: base + 128,
+                lines: 1
+            }
+        );
+        assert_eq!(span(0..256).lines, 4);
+        // Empty slices, and slices of a zero-sized type, span nothing.
+        assert_eq!(span(10..10).lines, 0);
+        assert_eq!(Span::of(&[(); 5][..], usize::MAX).lines, 0);
+        // At most `max_lines`, from the start.
+        assert_eq!(
+            Span::of(&lines.0[..], 3),
+            Span {
+                start: base,
+                lines: 3
+            }
+        );
+    }
+
+    #[test]
+    fn data_spans_stay_in_budget_and_come_before_the_code() {
         let big = Span {
             start: 0x10_0000,
             lines: MAX_DATA_LINES - 3,
@@ -328,10 +366,14 @@ mod tests {
         assert_eq!(data[0], big);
         assert_eq!(data[1].lines, 3);
         assert_eq!(data[2].lines, 0);
+        // Arrays past the first `MAX_DATA_SPANS` are left out.
+        let many = [small; MAX_DATA_SPANS + 2];
+        let data_of_many = data_spans(&many);
+        assert!(data_of_many.iter().all(|s| *s == small));
         let code = code_spans(&[0x50_0000]);
         let all = warm_spans(&data, &code);
-        assert_eq!(all[0], big);
-        assert_eq!(all[MAX_DATA_SPANS], code[0]);
+        assert_eq!(&all[..MAX_DATA_SPANS], &data[..]);
+        assert_eq!(&all[MAX_DATA_SPANS..], &code[..]);
     }
 
     #[test]

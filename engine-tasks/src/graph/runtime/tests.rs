@@ -755,8 +755,10 @@ fn a_graphs_code_spans_start_at_its_anchors() {
 }
 
 /// The spans a graph publishes for the early-woken workers to warm hold
-/// its read-only arrays first (here: its dependency and successor rows
-/// and its nodes), then its code.
+/// its read-only arrays first, in the order a walk reads them (the plan's
+/// lists, the dependency and successor rows, the nodes and their closures'
+/// addresses), then its code; never the lines frames write (node states,
+/// run records).
 #[test]
 fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
     use crate::sync::prefetch::{Span, MAX_DATA_LINES, MAX_DATA_SPANS};
@@ -765,15 +767,25 @@ fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
     let spans = runtime.warm_spans();
     // SAFETY: no frame runs; a read of the graph's arrays.
     let shared = unsafe { runtime.shared.as_ref() };
-    for array in [
+    let expected = [
+        shared.schedule.all_lists(),
+        Span::of(&shared.dependency_start, MAX_DATA_LINES),
         Span::of(&shared.dependency_list, MAX_DATA_LINES),
+        Span::of(&shared.dependencies, MAX_DATA_LINES),
+        Span::of(&shared.successor_start, MAX_DATA_LINES),
         Span::of(&shared.successors, MAX_DATA_LINES),
         Span::of(&shared.nodes, MAX_DATA_LINES),
+        Span::of(&shared.closures, MAX_DATA_LINES),
+    ];
+    assert_eq!(&spans[..MAX_DATA_SPANS], &expected[..]);
+    assert!(expected[1..].iter().all(|span| span.lines > 0));
+    for written in [
+        Span::of(&shared.states, MAX_DATA_LINES),
+        Span::of(&shared.runs, MAX_DATA_LINES),
     ] {
-        assert!(array.lines > 0);
         assert!(
-            spans[..MAX_DATA_SPANS].contains(&array),
-            "{array:?} is not among {spans:?}"
+            spans.iter().all(|span| span.start != written.start),
+            "{written:?} is written by every frame"
         );
     }
     assert_eq!(&spans[MAX_DATA_SPANS..], &runtime.code[..]);
