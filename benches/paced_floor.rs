@@ -1,0 +1,220 @@
+//! How far a paced engine-tasks frame lands from the machine's own floor,
+//! with both measured in the same minutes.
+//!
+//! `parallel_ceiling` measures the floor (the benchmark DAG on two plain
+//! threads with a schedule fixed in advance, both awake at the frame's
+//! start) and then the engine, one after the other; on a shared VM whose
+//! speed drifts from one stretch of seconds to the next, the two land in
+//! different stretches. Here they take turns in blocks of frames, paced
+//! alike: a block of engine-tasks frames, a block of fixed-schedule frames,
+//! a block of the sequential loop (the bound: half its time), and again,
+//! so that each stretch of the machine weighs on all three.
+//!
+//! The first frames of each engine block are left out: after a block of
+//! other work the pool's forecast of the loop starts over, and its first
+//! frames wake the worker late (see `pool/early_wake.rs`). The fixed
+//! schedule's helper thread sleeps between its blocks and, in its blocks,
+//! wakes on its own timer before each tick and spins until the frame
+//! starts, as in `parallel_ceiling`.
+//!
+//! Usage: `cargo run --release -p engine-tasks-benches --bin paced_floor --
+//! [rate in Hz, default 60] [nanoseconds of work per node, default 1000]
+//! [rounds of three blocks, default 12]`. Prints the medians over all
+//! blocks, per node over the bound, and the engine's distance from the
+//! floor.
+
+use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks_benches::{
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Frames per block.
+const BLOCK: usize = 40;
+/// Frames left out at the start of each engine block (the forecast needs
+/// a few intervals before it wakes the worker early again).
+const ENGINE_WARM_UP: usize = 12;
+/// How long before the tick the fixed schedule's helper wakes, to spin
+/// until the frame starts: more than a timer's usual lateness here.
+const HELPER_LEAD: Duration = Duration::from_micros(300);
+
+fn micros(time: Duration) -> f64 {
+    time.as_secs_f64() * 1e6
+}
+
+/// Runs `list` for `round`: per node, spin until its dependencies' flags
+/// show the round, work, publish.
+fn run_list(list: &[usize], deps: &[Vec<usize>], done: &[AtomicU64], round: u64, work: Work) {
+    for &i in list {
+        for &d in &deps[i] {
+            // Acquire: pairs with the Release store of `d`'s thread.
+            while done[d].load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+        }
+        work.run();
+        // Release: publishes the node's work to its successors' threads.
+        done[i].store(round, Ordering::Release);
+    }
+}
+
+/// The fixed schedule's second thread, which runs a frame's other list
+/// when told its round and tick.
+struct FixedHelper {
+    ticks: mpsc::Sender<(u64, Instant)>,
+    /// The round the frame's thread started, and the round whose list the
+    /// helper finished.
+    started: Arc<AtomicU64>,
+    finished: Arc<AtomicU64>,
+    /// When the helper finished its last round, in nanoseconds after
+    /// `base`.
+    ended_at: Arc<AtomicU64>,
+    base: Instant,
+}
+
+impl FixedHelper {
+    fn spawn(
+        list: Vec<usize>,
+        deps: Arc<Vec<Vec<usize>>>,
+        done: Arc<Vec<AtomicU64>>,
+        work: Work,
+    ) -> Self {
+        let (ticks, rounds) = mpsc::channel::<(u64, Instant)>();
+        let started = Arc::new(AtomicU64::new(0));
+        let finished = Arc::new(AtomicU64::new(0));
+        let ended_at = Arc::new(AtomicU64::new(0));
+        let base = Instant::now();
+        {
+            let (started, finished, ended_at) =
+                (started.clone(), finished.clone(), ended_at.clone());
+            std::thread::spawn(move || {
+                // Ends when the sender is dropped.
+                for (round, tick) in rounds {
+                    let wake = tick.checked_sub(HELPER_LEAD).unwrap_or(tick);
+                    std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+                    // Acquire: pairs with the Release store of the frame's
+                    // start.
+                    while started.load(Ordering::Acquire) != round {
+                        std::hint::spin_loop();
+                    }
+                    run_list(&list, &deps, &done, round, work);
+                    let end = base.elapsed().as_nanos() as u64;
+                    // Relaxed: published by the Release store below.
+                    ended_at.store(end, Ordering::Relaxed);
+                    // Release: the round's end, for the frame's thread.
+                    finished.store(round, Ordering::Release);
+                }
+            });
+        }
+        FixedHelper {
+            ticks,
+            started,
+            finished,
+            ended_at,
+            base,
+        }
+    }
+}
+
+/// What each kind of block measured, frame by frame (µs).
+#[derive(Default)]
+struct Frames {
+    engine: Vec<f64>,
+    fixed: Vec<f64>,
+    sequential: Vec<f64>,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let hz: f64 = args
+        .next()
+        .map_or(60.0, |a| a.parse().expect("a rate in Hz"));
+    let nanos: u64 = args
+        .next()
+        .map_or(1_000, |a| a.parse().expect("nanoseconds per node"));
+    let rounds: usize = args
+        .next()
+        .map_or(12, |a| a.parse().expect("rounds of three blocks"));
+    let pacing = Pacing::from_hz(hz);
+    let Pacing::Hz(_) = pacing else {
+        panic!("paced_floor measures paced frames: give a rate above 0");
+    };
+    let period = Duration::from_secs_f64(1.0 / hz);
+    let work = Work::nanos(nanos);
+    let deps = Arc::new(benchmark_dag());
+    let nodes = deps.len();
+    let works = vec![work; nodes];
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+    let pool = Pool::builder().threads(threads() - 1).build().unwrap();
+    let [mine, theirs] = greedy_two_thread_schedule(&deps);
+    let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());
+    let helper = FixedHelper::spawn(theirs, deps.clone(), done.clone(), work);
+    let mut frames = Frames::default();
+    let mut round = 0u64;
+    for _ in 0..rounds {
+        let mut pacer = Pacer::new(pacing);
+        for frame in 0..BLOCK {
+            pacer.wait();
+            let start = Instant::now();
+            graph.run(&pool, &()).expect("no node panics");
+            if frame >= ENGINE_WARM_UP {
+                frames.engine.push(micros(start.elapsed()));
+            }
+        }
+        let mut next = Instant::now();
+        for _ in 0..BLOCK {
+            round += 1;
+            next = (next + period).max(Instant::now() + HELPER_LEAD);
+            helper
+                .ticks
+                .send((round, next))
+                .expect("the helper thread runs");
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            let start = Instant::now();
+            // Release: pairs with the helper's Acquire load.
+            helper.started.store(round, Ordering::Release);
+            run_list(&mine, &deps, &done, round, work);
+            let mine_end = Instant::now();
+            // Acquire: pairs with the helper's Release store.
+            while helper.finished.load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+            // Relaxed: ordered by the Acquire load above.
+            let theirs_end =
+                helper.base + Duration::from_nanos(helper.ended_at.load(Ordering::Relaxed));
+            frames.fixed.push(micros(mine_end.max(theirs_end) - start));
+        }
+        let mut pacer = Pacer::new(pacing);
+        for _ in 0..BLOCK {
+            pacer.wait();
+            let start = Instant::now();
+            (0..nodes).for_each(|_| work.run());
+            frames.sequential.push(micros(start.elapsed()));
+        }
+    }
+    let bound = median(frames.sequential.clone()) / 2.0;
+    let over = |time: f64| (time - bound) * 1000.0 / nodes as f64;
+    let engine = median(frames.engine.clone());
+    let fixed = median(frames.fixed.clone());
+    println!(
+        "{nodes} nodes x {nanos} ns at {hz} Hz, {rounds} rounds of {BLOCK}-frame blocks taking turns; medians"
+    );
+    println!("bound (sequential / 2) {bound:8.1} µs");
+    println!(
+        "fixed schedule         {fixed:8.1} µs ({:.2}x, {:.0} ns a node over)",
+        fixed / bound,
+        over(fixed)
+    );
+    println!(
+        "engine-tasks           {engine:8.1} µs ({:.2}x, {:.0} ns a node over)",
+        engine / bound,
+        over(engine)
+    );
+    println!(
+        "engine-tasks over the fixed schedule: {:.0} ns a node",
+        over(engine) - over(fixed)
+    );
+}
