@@ -3,7 +3,7 @@
 
 use engine_tasks::{Lane, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -278,6 +278,25 @@ pub fn greedy_two_thread_schedule(deps: &[Vec<usize>]) -> [Vec<usize>; 2] {
         }
     }
     lists
+}
+
+/// Runs `list` of the DAG `deps` (a thread's part of a schedule fixed in
+/// advance, as [`greedy_two_thread_schedule`] gives) for round `round`: per
+/// node, spin until every dependency's flag in `done` shows the round, do
+/// the work, publish. The floor of a DAG on plain threads, with no
+/// scheduler (`parallel_ceiling`, `paced_floor`).
+pub fn run_list(list: &[usize], deps: &[Vec<usize>], done: &[AtomicU64], round: u64, work: Work) {
+    for &i in list {
+        for &d in &deps[i] {
+            // Acquire: pairs with the Release store of `d`'s thread.
+            while done[d].load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+        }
+        work.run();
+        // Release: publishes the node's work to its successors' threads.
+        done[i].store(round, Ordering::Release);
+    }
 }
 
 /// The median of `values` (the upper one of an even count).

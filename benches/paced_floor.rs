@@ -25,7 +25,8 @@
 
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, Pacer, Pacing,
+    Work,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -43,22 +44,6 @@ const HELPER_LEAD: Duration = Duration::from_micros(300);
 
 fn micros(time: Duration) -> f64 {
     time.as_secs_f64() * 1e6
-}
-
-/// Runs `list` for `round`: per node, spin until its dependencies' flags
-/// show the round, work, publish.
-fn run_list(list: &[usize], deps: &[Vec<usize>], done: &[AtomicU64], round: u64, work: Work) {
-    for &i in list {
-        for &d in &deps[i] {
-            // Acquire: pairs with the Release store of `d`'s thread.
-            while done[d].load(Ordering::Acquire) != round {
-                std::hint::spin_loop();
-            }
-        }
-        work.run();
-        // Release: publishes the node's work to its successors' threads.
-        done[i].store(round, Ordering::Release);
-    }
 }
 
 /// The fixed schedule's second thread, which runs a frame's other list

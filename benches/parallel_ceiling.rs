@@ -46,7 +46,7 @@
 
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, GlobalQueueDag,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, GlobalQueueDag,
     GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,22 +232,6 @@ fn paced_pair(
             .map(|((start, end), helper_end)| micros(end.max(helper_end) - start))
             .collect(),
     )
-}
-
-/// Runs `list` for round `round`: per node, spin until every dependency's
-/// flag shows the round, work, publish.
-fn run_list(list: &[usize], deps: &[Vec<usize>], done: &[AtomicU64], round: u64, work: Work) {
-    for &i in list {
-        for &d in &deps[i] {
-            // Acquire: pairs with the Release store of `d`'s thread.
-            while done[d].load(Ordering::Acquire) != round {
-                std::hint::spin_loop();
-            }
-        }
-        work.run();
-        // Release: publishes the node's work to its successors' threads.
-        done[i].store(round, Ordering::Release);
-    }
 }
 
 /// The DAG on two spinning threads with a fixed schedule; median
