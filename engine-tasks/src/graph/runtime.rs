@@ -165,9 +165,11 @@ pub(super) struct Runtime<C: ?Sized> {
     /// The build this graph holds, for a builder to tell that it repeats
     /// it (`shape.rs`).
     built: Option<BuildId>,
-    /// The spans of code a frame of this graph runs, for the workers that
-    /// wake early for it to warm (`sync/prefetch.rs`).
-    code: [Span; MAX_CODE_SPANS],
+    /// What the workers that wake early for this graph's next frame warm
+    /// (`warm_spans`), and its key (`sync/prefetch.rs`); worked out when
+    /// the arrays may move (a rebuild, a new plan), not every frame.
+    warm: [Span; MAX_SPANS],
+    warm_key: u64,
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -238,13 +240,15 @@ impl<C: ?Sized + Sync> Runtime<C> {
             retired_bodies: Vec::new(),
             retired_conditions: Vec::new(),
             built: None,
-            code: Self::code_spans(),
+            warm: [Span::default(); MAX_SPANS],
+            warm_key: 0,
         }
     }
 
-    /// The code a frame of this graph runs, around anchors that stay out
-    /// of line: this graph's frame, a helper's walk and a queued node
-    /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
+    /// The code a frame of this graph runs, around the addresses of a few
+    /// functions: this graph's frame, the planned walk, a helper's and a
+    /// queued node's task functions (compiled where `C` is known), and the
+    /// pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
         prefetch::code_spans(&Self::code_anchors())
     }
@@ -270,7 +274,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
             Span::of(&shared.nodes, MAX_DATA_LINES),
             Span::of(&shared.closures, MAX_DATA_LINES),
         ];
-        prefetch::warm_spans(&prefetch::data_spans(&arrays), &self.code)
+        prefetch::warm_spans(&prefetch::data_spans(&arrays), &Self::code_spans())
+    }
+
+    /// Works out [`Runtime::warm_spans`] and its key again: after a
+    /// rebuild or a new plan, whose arrays may have moved.
+    pub(super) fn refresh_warm_spans(&mut self) {
+        self.warm = self.warm_spans();
+        self.warm_key = prefetch::spans_key(&self.warm);
     }
 
     /// The anchors of [`Runtime::code_spans`].
@@ -404,9 +415,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
             Caches::Warm
         };
         if after_idle_gap {
-            pool_shared
-                .next_frame
-                .frame_started(start_tick, nanos_per_tick, &self.warm_spans());
+            pool_shared.next_frame.frame_started(
+                start_tick,
+                nanos_per_tick,
+                &self.warm,
+                self.warm_key,
+            );
         }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);

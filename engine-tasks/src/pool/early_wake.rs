@@ -57,18 +57,19 @@
 //! A woken worker that finds no work yet spends its look prefetching what
 //! the frame that published the forecast reads first
 //! ([`NextFrame::warming`]): its graph's read-only arrays (lists, rows,
-//! nodes and their closures' addresses), then the
-//! engine's code, a few dozen lines between two looks, instead of only
-//! spinning. The frame's thread, fresh from the loop's sleep, then finds
+//! nodes and their closures' addresses), then the engine's code, a few
+//! dozen lines between two looks, instead of only spinning. The frame's thread, fresh from the loop's sleep, then finds
 //! them in a cache instead of in memory (`sync/prefetch.rs`). In six
 //! in-process A/B runs on the 2-core development VM (`frame_breakdown`'s
 //! 256-node graph, 1 µs a node, 60 Hz, warming on or off at random for each
 //! wake-up, a temporary probe) the code made both threads start their
 //! first nodes 1.0-1.9 µs sooner and frames end 2.0-3.2 µs sooner; the
 //! read-only arrays first ended frames another 0.7 µs sooner (median of
-//! five runs, −2.0 to +0.3 µs). Warming the lines the frame writes (node states, run
-//! records) as well gained nothing. [`ThreadStats::warmed_lines`] counts
-//! the lines.
+//! five runs, −2.0 to +0.3 µs). Warming the lines the frame writes (node
+//! states, run records) as well gained nothing.
+//! [`ThreadStats::warmed_lines`] counts the lines. A graph works its spans
+//! out when its arrays may move (a rebuild, a new plan) and publishes them
+//! with the forecast: one load of their key when they are out already.
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
 //! forecast costs a wasted look or a late wake-up, never a lost task. The
@@ -252,6 +253,8 @@ struct Inner {
     /// woken workers to warm (its read-only data, then its code): each
     /// span's first address and its lines.
     spans: [(AtomicUsize, AtomicUsize); MAX_SPANS],
+    /// The key of `spans` (`prefetch::spans_key`); 0: none published.
+    spans_key: AtomicU64,
 }
 
 impl NextFrame {
@@ -269,14 +272,22 @@ impl NextFrame {
                 nanos_per_tick: AtomicU64::new(1f64.to_bits()),
                 oversleep: AtomicU64::new(0),
                 spans: Default::default(),
+                spans_key: AtomicU64::new(0),
             }),
         }
     }
 
     /// A frame starts at `start` (ticks) after an idle gap of the pool:
     /// times the loop and publishes (or clears) the forecast, with the
-    /// `spans` of the frame's data and code for the woken workers to warm.
-    pub(crate) fn frame_started(&self, start: u64, nanos_per_tick: f64, spans: &[Span; MAX_SPANS]) {
+    /// `spans` of the frame's data and code for the woken workers to warm,
+    /// whose key is `spans_key`.
+    pub(crate) fn frame_started(
+        &self,
+        start: u64,
+        nanos_per_tick: f64,
+        spans: &[Span; MAX_SPANS],
+        spans_key: u64,
+    ) {
         let Ok(mut state) = self.loop_state.try_lock() else {
             return;
         };
@@ -284,7 +295,7 @@ impl NextFrame {
         let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
         match state.cadence.forecast() {
             Some(forecast) if self.enabled && helpers != 0 => {
-                self.set_spans(spans);
+                self.set_spans(spans, spans_key);
                 self.expect(forecast, helpers, nanos_per_tick)
             }
             _ => self.clear(),
@@ -327,20 +338,21 @@ impl NextFrame {
         inner.start.store(forecast.start.max(1), Ordering::Release);
     }
 
-    /// Sets the spans that woken workers warm (a store only where a span
-    /// changed: the same graph publishes the same spans every frame).
-    fn set_spans(&self, spans: &[Span; MAX_SPANS]) {
-        for (slot, span) in self.inner.spans.iter().zip(spans) {
-            // Relaxed, all four: a hint (module docs), published by the
-            // Release store of `start` in `expect`; a worker that reads a
-            // mix of two graphs' spans warms some wrong lines.
-            if slot.0.load(Ordering::Relaxed) != span.start {
-                slot.0.store(span.start, Ordering::Relaxed);
-            }
-            if slot.1.load(Ordering::Relaxed) != span.lines {
-                slot.1.store(span.lines, Ordering::Relaxed);
-            }
+    /// Sets the spans that woken workers warm, whose key is `key`: one
+    /// load when they are out already (the same graph publishes the same
+    /// spans every frame).
+    fn set_spans(&self, spans: &[Span; MAX_SPANS], key: u64) {
+        // Relaxed, here and below: a hint (module docs), published by the
+        // Release store of `start` in `expect`; a worker that reads a mix
+        // of two graphs' spans warms some wrong lines.
+        if self.inner.spans_key.load(Ordering::Relaxed) == key {
+            return;
         }
+        for (slot, span) in self.inner.spans.iter().zip(spans) {
+            slot.0.store(span.start, Ordering::Relaxed);
+            slot.1.store(span.lines, Ordering::Relaxed);
+        }
+        self.inner.spans_key.store(key, Ordering::Relaxed);
     }
 
     /// What a woken worker warms while it looks for the frame's work.
@@ -504,6 +516,31 @@ mod tests {
         assert!(plan.wake_at.abs_diff(1_000_000 - lead) < 100, "{plan:?}");
     }
 
+    /// Spans are stored when their key differs from the published one,
+    /// and left alone when it matches (the same graph, frame after frame).
+    #[test]
+    fn spans_are_published_by_key() {
+        use crate::sync::prefetch::{spans_key, MAX_SPANS};
+        let early = NextFrame::new(EarlyWake::Forecast);
+        let mut first = [Span::default(); MAX_SPANS];
+        first[0] = Span {
+            start: 0x1000,
+            lines: 4,
+        };
+        early.set_spans(&first, spans_key(&first));
+        assert_eq!(early.warming().step(usize::MAX), 4);
+        let mut second = first;
+        second[1] = Span {
+            start: 0x9000,
+            lines: 2,
+        };
+        early.set_spans(&second, spans_key(&second));
+        assert_eq!(early.warming().step(usize::MAX), 6);
+        // The same key again: nothing is stored, not even other spans.
+        early.set_spans(&first, spans_key(&second));
+        assert_eq!(early.warming().step(usize::MAX), 6);
+    }
+
     #[test]
     fn a_held_up_wake_up_does_not_stop_the_forecasts() {
         let early = NextFrame::new(EarlyWake::Forecast);
@@ -583,9 +620,10 @@ mod pool_tests {
         };
         let code = prefetch::code_spans(&[super::super::worker::run_worker as *const () as usize]);
         let data = [prefetch::Span::default(); prefetch::MAX_DATA_SPANS];
+        let spans = prefetch::warm_spans(&data, &code);
         shared
             .next_frame
-            .set_spans(&prefetch::warm_spans(&data, &code));
+            .set_spans(&spans, prefetch::spans_key(&spans));
         shared.next_frame.expect(forecast, 1, nanos_per_tick);
         // The worker starts, runs a task and parks, reading the forecast.
         pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();

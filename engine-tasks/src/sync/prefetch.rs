@@ -152,6 +152,19 @@ pub(crate) fn warm_spans(
     })
 }
 
+/// A key of `spans` (FNV-1a over their starts and lengths), so that a
+/// publisher can tell with one load that the spans it would publish are
+/// the ones already out. A collision only leaves a stale hint.
+pub(crate) fn spans_key(spans: &[Span]) -> u64 {
+    const PRIME: u64 = 0x100_0000_01b3;
+    spans
+        .iter()
+        .flat_map(|span| [span.start as u64, span.lines as u64])
+        .fold(0xcbf2_9ce4_8422_2325, |key, word| {
+            (key ^ word).wrapping_mul(PRIME)
+        })
+}
+
 /// The spans of code around `anchors` (module docs): anchors within
 /// [`MAX_GAP_BYTES`] of the previous one share a span, which runs from the
 /// first one's line to [`TAIL_BYTES`] past the last. At most [`MAX_CODE_SPANS`]

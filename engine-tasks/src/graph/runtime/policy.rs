@@ -588,5 +588,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             |i| graph.dependencies_of(i),
         );
         shared.schedule = schedule;
+        self.refresh_warm_spans();
     }
 }

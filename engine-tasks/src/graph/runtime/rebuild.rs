@@ -97,6 +97,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.retire_into(builder);
         self.reprioritize();
         self.replan_if_stale();
+        self.refresh_warm_spans();
     }
 
     /// The build this graph was last built by (`shape.rs`).

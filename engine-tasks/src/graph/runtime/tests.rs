@@ -788,5 +788,11 @@ fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
             "{written:?} is written by every frame"
         );
     }
-    assert_eq!(&spans[MAX_DATA_SPANS..], &runtime.code[..]);
+    assert_eq!(
+        &spans[MAX_DATA_SPANS..],
+        &super::Runtime::<()>::code_spans()[..]
+    );
+    // What the graph keeps to publish is what it would work out now.
+    assert_eq!(runtime.warm, spans);
+    assert_eq!(runtime.warm_key, crate::sync::prefetch::spans_key(&spans));
 }
