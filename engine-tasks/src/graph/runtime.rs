@@ -167,9 +167,13 @@ pub(super) struct Runtime<C: ?Sized> {
     built: Option<BuildId>,
     /// What the workers that wake early for this graph's next frame warm
     /// (`warm_spans`), and its key (`sync/prefetch.rs`); worked out when
-    /// the arrays may move (a rebuild, a new plan), not every frame.
+    /// the arrays may move (a rebuild, a new plan) or the graph did, not
+    /// every frame.
     warm: [Span; MAX_SPANS],
     warm_key: u64,
+    /// This runtime's address when `warm` was worked out: the graph's
+    /// owner may move it between frames.
+    warm_home: usize,
 }
 
 /// No estimate in `Runtime::by_label`.
@@ -242,6 +246,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             built: None,
             warm: [Span::default(); MAX_SPANS],
             warm_key: 0,
+            warm_home: 0,
         }
     }
 
@@ -253,18 +258,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
         prefetch::code_spans(&Self::code_anchors())
     }
 
-    /// What the workers that wake early for the next frame warm: the
-    /// read-only arrays a planned frame's walk reads first (its lists, the
+    /// What the workers that wake early for the next frame warm: this
+    /// runtime and the frame state it shares with its nodes (which the
+    /// frame's thread works through before the first node), the read-only
+    /// arrays a planned frame's walk reads first (its lists, the
     /// dependency and successor rows, the nodes and their closures'
-    /// addresses), then the code. Their addresses change only at a
-    /// rebuild, between frames. Lines that frames write (node states, run
-    /// records) are left out (`sync/prefetch.rs`).
+    /// addresses), then the code. The arrays' addresses change only at a
+    /// rebuild, between frames; the runtime's when its owner moves the
+    /// graph. Lines that nodes write (node states, run records) are left
+    /// out (`sync/prefetch.rs`).
     fn warm_spans(&self) -> [Span; MAX_SPANS] {
         // SAFETY: a frame borrows the runtime mutably (`run_frame`), so
-        // with `&self` none runs; this only reads the arrays' addresses
-        // and lengths.
+        // with `&self` none runs; this only reads addresses and lengths.
         let shared = unsafe { self.shared.as_ref() };
         let arrays = [
+            Span::of_value(self),
+            Span::of_value(shared),
             shared.schedule.all_lists(),
             Span::of(&shared.dependency_start, MAX_DATA_LINES),
             Span::of(&shared.dependency_list, MAX_DATA_LINES),
@@ -278,10 +287,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// Works out [`Runtime::warm_spans`] and its key again: after a
-    /// rebuild or a new plan, whose arrays may have moved.
+    /// rebuild or a new plan, whose arrays may have moved, and before a
+    /// frame that finds the graph moved.
     pub(super) fn refresh_warm_spans(&mut self) {
         self.warm = self.warm_spans();
         self.warm_key = prefetch::spans_key(&self.warm);
+        self.warm_home = self as *const Self as usize;
     }
 
     /// The anchors of [`Runtime::code_spans`].
@@ -415,6 +426,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             Caches::Warm
         };
         if after_idle_gap {
+            if self.warm_home != self as *const Self as usize {
+                self.refresh_warm_spans();
+            }
             pool_shared.next_frame.frame_started(
                 start_tick,
                 nanos_per_tick,

@@ -56,20 +56,25 @@
 //!
 //! A woken worker that finds no work yet spends its look prefetching what
 //! the frame that published the forecast reads first
-//! ([`NextFrame::warming`]): its graph's read-only arrays (lists, rows,
-//! nodes and their closures' addresses), then the engine's code, a few
-//! dozen lines between two looks, instead of only spinning. The frame's thread, fresh from the loop's sleep, then finds
-//! them in a cache instead of in memory (`sync/prefetch.rs`). In six
+//! ([`NextFrame::warming`]): the state the frame's thread works through
+//! before its first node (this pool's shared state, its guest slot and
+//! that slot's parker; the graph's runtime and frame state), its graph's
+//! read-only arrays (lists, rows, nodes and their closures' addresses),
+//! then the engine's code, a few dozen lines between two looks, instead of
+//! only spinning. The frame's thread, fresh from the loop's sleep, then
+//! finds them in a cache instead of in memory (`sync/prefetch.rs`). In six
 //! in-process A/B runs on the 2-core development VM (`frame_breakdown`'s
 //! 256-node graph, 1 µs a node, 60 Hz, warming on or off at random for each
 //! wake-up, a temporary probe) the code made both threads start their
 //! first nodes 1.0-1.9 µs sooner and frames end 2.0-3.2 µs sooner; the
 //! read-only arrays first ended frames another 0.7 µs sooner (median of
-//! five runs, −2.0 to +0.3 µs). Warming the lines the frame writes (node
-//! states, run records) as well gained nothing.
-//! [`ThreadStats::warmed_lines`] counts the lines. A graph works its spans
-//! out when its arrays may move (a rebuild, a new plan) and publishes them
-//! with the forecast: one load of their key when they are out already.
+//! five runs, −2.0 to +0.3 µs), and the frame thread's state first another
+//! 0.7 µs (median of 13 runs, −2.0 to +2.0 µs, ten of them sooner).
+//! Warming the lines the nodes write (node states, run records) as well
+//! gained nothing. [`ThreadStats::warmed_lines`] counts the lines. A graph
+//! works its spans out when they may move (a rebuild, a new plan, the
+//! graph itself moved) and publishes them with the forecast: one load of
+//! their key when they are out already.
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
 //! forecast costs a wasted look or a late wake-up, never a lost task. The
@@ -82,7 +87,7 @@
 //! [`ThreadStats::early_wait`]: crate::ThreadStats::early_wait
 //! [`ThreadStats::warmed_lines`]: crate::ThreadStats::warmed_lines
 
-use crate::sync::prefetch::{Span, Warming, MAX_SPANS};
+use crate::sync::prefetch::{Span, Warming, MAX_POOL_SPANS, MAX_SPANS};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -355,17 +360,22 @@ impl NextFrame {
         self.inner.spans_key.store(key, Ordering::Relaxed);
     }
 
-    /// What a woken worker warms while it looks for the frame's work.
-    pub(crate) fn warming(&self) -> Warming {
+    /// What a woken worker warms while it looks for the frame's work: the
+    /// pool's spans (`pool`: the state of the pool that the frame's thread
+    /// works through first), then the published ones.
+    pub(crate) fn warming(&self, pool: [Span; MAX_POOL_SPANS]) -> Warming {
         // Relaxed: a hint; read after `plan`'s Acquire load of `start`,
         // which pairs with the Release store that published these.
-        Warming::new(std::array::from_fn(|i| {
-            let (start, lines) = &self.inner.spans[i];
-            Span {
-                start: start.load(Ordering::Relaxed),
-                lines: lines.load(Ordering::Relaxed),
-            }
-        }))
+        Warming::new(
+            pool,
+            std::array::from_fn(|i| {
+                let (start, lines) = &self.inner.spans[i];
+                Span {
+                    start: start.load(Ordering::Relaxed),
+                    lines: lines.load(Ordering::Relaxed),
+                }
+            }),
+        )
     }
 
     /// The loop is not steady, or its frames are run alone: no worker wakes
@@ -528,17 +538,17 @@ mod tests {
             lines: 4,
         };
         early.set_spans(&first, spans_key(&first));
-        assert_eq!(early.warming().step(usize::MAX), 4);
+        assert_eq!(early.warming(Default::default()).step(usize::MAX), 4);
         let mut second = first;
         second[1] = Span {
             start: 0x9000,
             lines: 2,
         };
         early.set_spans(&second, spans_key(&second));
-        assert_eq!(early.warming().step(usize::MAX), 6);
+        assert_eq!(early.warming(Default::default()).step(usize::MAX), 6);
         // The same key again: nothing is stored, not even other spans.
         early.set_spans(&first, spans_key(&second));
-        assert_eq!(early.warming().step(usize::MAX), 6);
+        assert_eq!(early.warming(Default::default()).step(usize::MAX), 6);
     }
 
     #[test]
@@ -706,7 +716,7 @@ mod pool_tests {
                 // Relaxed: published by the frame's thread, this one.
                 let left = next_frame.inner.start.load(Ordering::Relaxed);
                 // With the graph's code for the woken worker to warm.
-                assert!(next_frame.warming().step(usize::MAX) > 0);
+                assert!(next_frame.warming(Default::default()).step(usize::MAX) > 0);
                 for (node, seen) in seen.iter().enumerate() {
                     assert_eq!(
                         seen.load(Ordering::Relaxed),

@@ -45,6 +45,7 @@ use crate::sync::helpers::{HelperId, Helpers};
 use crate::sync::idle::{Notify, Sleep, MAX_SLOTS};
 use crate::sync::lifo::LifoSlot;
 use crate::sync::permits::{Permits, Released};
+use crate::sync::prefetch::{Span, MAX_POOL_SPANS};
 use crate::sync::queue::{TaskList, TaskQueue};
 use crate::sync::ring::Ring;
 use crate::sync::task::TaskRef;
@@ -252,6 +253,18 @@ impl Shared {
 
     pub(crate) fn guest_index(&self) -> usize {
         self.config.threads
+    }
+
+    /// What an outside thread that runs a frame on this pool works through
+    /// before the frame's first node, for early-woken workers to warm
+    /// (`sync/prefetch.rs`): this state, the guest slot and its parker.
+    pub(crate) fn frame_thread_spans(&self) -> [Span; MAX_POOL_SPANS] {
+        let guest = self.guest_index();
+        [
+            Span::of_value(self),
+            Span::of_value(&self.slots[guest]),
+            Span::of_value(self.sleep.parker(guest)),
+        ]
     }
 
     /// Worker threads started so far (only grows).

@@ -143,7 +143,10 @@ impl Local<'_> {
                 let started = std::time::Instant::now();
                 // The look warms the frame's data and code meanwhile
                 // (early_wake.rs).
-                let mut warming = self.shared.next_frame.warming();
+                let mut warming = self
+                    .shared
+                    .next_frame
+                    .warming(self.shared.frame_thread_spans());
                 let look_for = plan.look_until.saturating_sub(clock::ticks());
                 let found = poll(look_for, &|| true, &mut warming);
                 self.slot

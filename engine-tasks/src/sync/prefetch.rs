@@ -42,6 +42,21 @@
 //! that the frame reads first. Lines the
 //! frame writes (node states, run records) are left out: a copy in the
 //! worker's cache would only have to be taken back.
+//!
+//! # Warming the frame thread's own state
+//!
+//! Before the arrays come the structures the frame's thread works through
+//! before its first node: the pool's shared state, the guest slot it takes
+//! and that slot's parker (the pool's spans, [`MAX_POOL_SPANS`]), then the
+//! graph's runtime and the state its frames share (the first two of the
+//! graph's data spans). About 190 lines, most of them read and written
+//! only by the frame's thread, once per frame. They are written too, unlike
+//! the arrays, but only by that thread and before any node runs, so the
+//! worker's copy is handed over once, before the two threads share work;
+//! a read from the other core's cache is still quicker than one from
+//! memory. In-process A/B runs on the 2-core development VM cut the frame
+//! thread's set-up before its first node by about 1 µs (see
+//! `docs/performance.md`).
 
 /// Code past the last anchor of a span that belongs to it: that function
 /// and its neighbours (the largest engine functions are 10-20 KB).
@@ -56,16 +71,25 @@ pub(crate) const MAX_LINES: usize = 6144;
 /// The most code spans: one for the engine's own code and one for each
 /// place its generic code was compiled into, with room to spare.
 pub(crate) const MAX_CODE_SPANS: usize = 4;
-/// The most data spans: the read-only arrays a planned frame's walk reads
-/// first (its lists, dependency and successor rows, the nodes).
-pub(crate) const MAX_DATA_SPANS: usize = 8;
+/// The most data spans of a graph: its runtime and frame state (module
+/// docs), then the read-only arrays a planned frame's walk reads first
+/// (its lists, dependency and successor rows, the nodes).
+pub(crate) const MAX_DATA_SPANS: usize = 10;
+/// The pool's spans a warming walks first: its shared state, the guest
+/// slot and the guest slot's parker (module docs).
+pub(crate) const MAX_POOL_SPANS: usize = 3;
+/// The most lines one structure's span holds: the largest the frame's
+/// thread works through (the pool's shared state) is about 70.
+pub(crate) const MAX_STRUCT_LINES: usize = 128;
 /// The most data lines: 64 KB, the arrays of a graph of about 600 nodes
 /// (about 110 bytes of them a node). A larger graph's first arrays take
 /// the budget (each at most this much), the later ones get what is left.
 pub(crate) const MAX_DATA_LINES: usize = 1024;
-/// The most spans a warming walks: the data's first (a few hundred lines
+/// The most spans a graph publishes: the data's first (a few hundred lines
 /// that a look warms in its first microseconds), then the code's.
 pub(crate) const MAX_SPANS: usize = MAX_DATA_SPANS + MAX_CODE_SPANS;
+/// The most spans a warming walks: the pool's, then the graph's.
+const WARM_SPANS: usize = MAX_POOL_SPANS + MAX_SPANS;
 /// The most anchors [`code_spans`] takes: a handful is enough to bound the
 /// engine's code.
 pub(crate) const MAX_ANCHORS: usize = 16;
@@ -104,6 +128,11 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// The lines of one structure, at most [`MAX_STRUCT_LINES`].
+    pub(crate) fn of_value<T>(value: &T) -> Span {
+        Span::of(std::slice::from_ref(value), MAX_STRUCT_LINES)
+    }
+
     /// The lines of `slice`, at most `max_lines` from its start.
     pub(crate) fn of<T>(slice: &[T], max_lines: usize) -> Span {
         let address = slice.as_ptr() as usize;
@@ -204,7 +233,7 @@ pub(crate) fn code_spans(anchors: &[usize]) -> [Span; MAX_CODE_SPANS] {
 /// worker prefetches between its looks for work.
 #[derive(Debug)]
 pub(crate) struct Warming {
-    spans: [Span; MAX_SPANS],
+    spans: [Span; WARM_SPANS],
     /// The span being warmed, and the next line in it.
     span: usize,
     line: usize,
@@ -212,9 +241,16 @@ pub(crate) struct Warming {
 }
 
 impl Warming {
-    pub(crate) fn new(spans: [Span; MAX_SPANS]) -> Self {
+    /// Walks `pool`'s spans, then `graph`'s.
+    pub(crate) fn new(pool: [Span; MAX_POOL_SPANS], graph: [Span; MAX_SPANS]) -> Self {
         Warming {
-            spans,
+            spans: std::array::from_fn(|i| {
+                if i < MAX_POOL_SPANS {
+                    pool[i]
+                } else {
+                    graph[i - MAX_POOL_SPANS]
+                }
+            }),
             span: 0,
             line: 0,
             warmed: 0,
@@ -223,7 +259,10 @@ impl Warming {
 
     /// Nothing to warm.
     pub(crate) fn none() -> Self {
-        Warming::new([Span::default(); MAX_SPANS])
+        Warming::new(
+            [Span::default(); MAX_POOL_SPANS],
+            [Span::default(); MAX_SPANS],
+        )
     }
 
     /// Prefetches up to `lines` more lines; how many it did (0 once every
@@ -390,25 +429,48 @@ mod tests {
     }
 
     #[test]
-    fn warming_visits_every_line_once_in_steps() {
-        let mut spans = [Span::default(); MAX_SPANS];
-        spans[0] = Span {
+    fn a_structure_spans_its_lines_up_to_the_cap() {
+        #[repr(align(64))]
+        struct Three([u8; 3 * 64]);
+        let three = Three([0; 3 * 64]);
+        assert_eq!(std::mem::size_of_val(&three.0), 3 * LINE_BYTES);
+        assert_eq!(
+            Span::of_value(&three),
+            Span {
+                start: &three as *const Three as usize,
+                lines: 3
+            }
+        );
+        let huge = vec![[0u8; (MAX_STRUCT_LINES + 5) * 64]; 1];
+        assert_eq!(Span::of_value(&huge[0]).lines, MAX_STRUCT_LINES);
+    }
+
+    #[test]
+    fn warming_visits_the_pools_lines_then_the_graphs_once_in_steps() {
+        let mut pool = [Span::default(); MAX_POOL_SPANS];
+        pool[1] = Span {
+            start: 0x40_0000,
+            lines: 2,
+        };
+        let mut graph = [Span::default(); MAX_SPANS];
+        graph[0] = Span {
             start: 0x1000,
             lines: 5,
         };
-        spans[2] = Span {
+        graph[2] = Span {
             start: 0x9000,
             lines: 3,
         };
-        let mut warming = Warming::new(spans);
+        let mut warming = Warming::new(pool, graph);
         let mut seen = Vec::new();
         while warming.step_with(3, |a| seen.push(a)) > 0 {}
-        let expected: Vec<usize> = (0..5)
-            .map(|k| 0x1000 + k * LINE_BYTES)
+        let expected: Vec<usize> = (0..2)
+            .map(|k| 0x40_0000 + k * LINE_BYTES)
+            .chain((0..5).map(|k| 0x1000 + k * LINE_BYTES))
             .chain((0..3).map(|k| 0x9000 + k * LINE_BYTES))
             .collect();
         assert_eq!(seen, expected);
-        assert_eq!(warming.warmed(), 8);
+        assert_eq!(warming.warmed(), 10);
         assert_eq!(Warming::none().step(32), 0);
     }
 }

@@ -755,12 +755,12 @@ fn a_graphs_code_spans_start_at_its_anchors() {
 }
 
 /// The spans a graph publishes for the early-woken workers to warm hold
-/// its read-only arrays first, in the order a walk reads them (the plan's
-/// lists, the dependency and successor rows, the nodes and their closures'
-/// addresses), then its code; never the lines frames write (node states,
-/// run records).
+/// its runtime and frame state first, then its read-only arrays in the
+/// order a walk reads them (the plan's lists, the dependency and successor
+/// rows, the nodes and their closures' addresses), then its code; never
+/// the lines nodes write (node states, run records).
 #[test]
-fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
+fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
     use crate::sync::prefetch::{Span, MAX_DATA_LINES, MAX_DATA_SPANS};
     let graph = chain_of_64(|_, _: &()| {});
     let runtime = &graph.runtime;
@@ -768,6 +768,8 @@ fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
     // SAFETY: no frame runs; a read of the graph's arrays.
     let shared = unsafe { runtime.shared.as_ref() };
     let expected = [
+        Span::of_value(runtime),
+        Span::of_value(shared),
         shared.schedule.all_lists(),
         Span::of(&shared.dependency_start, MAX_DATA_LINES),
         Span::of(&shared.dependency_list, MAX_DATA_LINES),
@@ -778,7 +780,12 @@ fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
         Span::of(&shared.closures, MAX_DATA_LINES),
     ];
     assert_eq!(&spans[..MAX_DATA_SPANS], &expected[..]);
-    assert!(expected[1..].iter().all(|span| span.lines > 0));
+    // The plan's lists (third) are empty until frames are planned.
+    assert!(expected
+        .iter()
+        .enumerate()
+        .all(|(k, span)| k == 2 || span.lines > 0));
+    assert_eq!(spans[0].start, runtime as *const _ as usize & !63);
     for written in [
         Span::of(&shared.states, MAX_DATA_LINES),
         Span::of(&shared.runs, MAX_DATA_LINES),
@@ -792,7 +799,28 @@ fn a_graphs_warm_spans_hold_its_arrays_then_its_code() {
         &spans[MAX_DATA_SPANS..],
         &super::Runtime::<()>::code_spans()[..]
     );
-    // What the graph keeps to publish is what it would work out now.
-    assert_eq!(runtime.warm, spans);
-    assert_eq!(runtime.warm_key, crate::sync::prefetch::spans_key(&spans));
+    // What the graph keeps to publish is what it would work out now, but
+    // for its own address: it was worked out inside the builder, and the
+    // graph may have moved since (its next frame after an idle gap works
+    // it out again, see below).
+    assert_eq!(runtime.warm[1..], spans[1..]);
+}
+
+/// A graph moved between frames (into a box, here) publishes its new
+/// address for the workers to warm with its next frame after an idle gap,
+/// not the one it had when its spans were worked out.
+#[test]
+fn a_moved_graph_warms_its_new_address() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let graph = chain_of_64(|_, _: &()| {});
+    let home = |graph: &TaskGraph<()>| &graph.runtime as *const super::Runtime<()> as usize & !63;
+    let mut graphs = vec![graph];
+    graphs[0].run(&pool, &()).unwrap();
+    assert_eq!(graphs[0].runtime.warm[0].start, home(&graphs[0]));
+    let mut moved = Box::new(graphs.pop().unwrap());
+    // Longer than the idle gap after which a frame publishes a forecast.
+    std::thread::sleep(Duration::from_millis(5));
+    moved.run(&pool, &()).unwrap();
+    assert_eq!(moved.runtime.warm[0].start, home(&moved));
+    assert_eq!(moved.runtime.warm, moved.runtime.warm_spans());
 }
