@@ -178,34 +178,48 @@ mod loom_models {
                 .all(|&d| frame.marks[d].is_finished(EPOCH))
     }
 
-    /// Claims, runs and finishes `node` if it is ready, waking the other
-    /// walker if it sleeps; `true` if this walker ran it.
-    fn try_run(frame: &Frame, me: u32, node: usize) -> bool {
-        if !ready(frame, node) || !frame.marks[node].claim(EPOCH) {
-            return false;
-        }
+    /// Runs `node` (claimed by this walker) and marks it finished, waking
+    /// the other walker if it sleeps. With `claim_next`, first claims the
+    /// node after it in this walker's order if only `node` held that one
+    /// back, as `Shared::claim_next` does, and then runs it too.
+    fn run_claimed(frame: &Frame, me: u32, node: usize, claim_next: Option<usize>) {
         for &d in deps(node) {
-            // Relaxed: ordered by the marks' Acquire/Release.
+            // Relaxed: ordered by the marks' Acquire/Release (or by this
+            // thread's program order, for a node it ran itself).
             assert_eq!(frame.results[d].load(Ordering::Relaxed), 1);
         }
         // Relaxed: published by `finish`.
         frame.results[node].store(1, Ordering::Relaxed);
         frame.runs.fetch_add(1, Ordering::Relaxed);
+        let next = claim_next.filter(|&next| {
+            !frame.marks[next].is_claimed(EPOCH)
+                && deps(next)
+                    .iter()
+                    .all(|&d| d == node || frame.marks[d].is_finished(EPOCH))
+                && frame.marks[next].claim(EPOCH)
+        });
         let sleeping = frame.marks[node].finish(EPOCH, &frame.sleepers);
         let other = 1 - me;
         if sleeping & (1 << other) != 0 {
             frame.parkers[other as usize].unpark();
         }
-        true
+        if let Some(next) = next {
+            run_claimed(frame, me, next, None);
+        }
     }
 
     /// Walks `order` until every node is claimed, sleeping when nothing is
-    /// ready.
-    fn walk(frame: &Frame, me: u32, order: [usize; 3]) {
+    /// ready; with `claim_next`, claims a node's successor in `order`
+    /// before marking the node finished (`run_claimed`).
+    fn walk(frame: &Frame, me: u32, order: [usize; 3], claim_next: bool) {
         while !frame.marks.iter().all(|m| m.is_claimed(EPOCH)) {
             let mut ran = false;
-            for node in order {
-                ran |= try_run(frame, me, node);
+            for (k, &node) in order.iter().enumerate() {
+                if ready(frame, node) && frame.marks[node].claim(EPOCH) {
+                    let next = order.get(k + 1).copied().filter(|_| claim_next);
+                    run_claimed(frame, me, node, next);
+                    ran = true;
+                }
             }
             if ran {
                 continue;
@@ -224,7 +238,20 @@ mod loom_models {
     /// deadlock, which loom reports.
     #[test]
     fn each_node_runs_once_after_its_dependencies_and_no_wake_up_is_lost() {
-        loom::model(|| {
+        walkers_run_each_node_once(false);
+    }
+
+    /// The same when a walker claims its next node before it marks the one
+    /// it ran finished (`Shared::claim_next`): `c` may be claimed while `a`
+    /// or `b` is not marked yet, and the other walker, asleep for `c`, is
+    /// still woken.
+    #[test]
+    fn claiming_the_next_node_before_the_finish_mark_loses_nothing() {
+        walkers_run_each_node_once(true);
+    }
+
+    fn walkers_run_each_node_once(claim_next: bool) {
+        loom::model(move || {
             let frame = Arc::new(Frame {
                 marks: [NodeMarks::new(), NodeMarks::new(), NodeMarks::new()],
                 results: Default::default(),
@@ -234,9 +261,9 @@ mod loom_models {
             });
             let helper = {
                 let frame = frame.clone();
-                thread::spawn(move || walk(&frame, 1, [1, 2, 0]))
+                thread::spawn(move || walk(&frame, 1, [1, 2, 0], claim_next))
             };
-            walk(&frame, 0, [0, 2, 1]);
+            walk(&frame, 0, [0, 2, 1], claim_next);
             helper.join().unwrap();
             // Relaxed: the join ordered the helper's writes.
             assert_eq!(frame.runs.load(Ordering::Relaxed), 3);
