@@ -255,8 +255,9 @@ struct Inner {
     /// Smoothed lateness of a timed park's wake-up (ticks).
     oversleep: AtomicU64,
     /// What the frame loop that published the forecast reads first, for
-    /// woken workers to warm (its read-only data, then its code): each
-    /// span's first address and its lines.
+    /// woken workers to warm (its graph's runtime and frame state, its
+    /// read-only arrays, then its code): each span's first address and
+    /// its lines.
     spans: [(AtomicUsize, AtomicUsize); MAX_SPANS],
     /// The key of `spans` (`prefetch::spans_key`); 0: none published.
     spans_key: AtomicU64,
@@ -615,7 +616,8 @@ mod pool_tests {
     /// A worker that parks while a frame is forecast wakes on its own before
     /// it and runs work that was queued without any wake-up. Without the
     /// forecast that work would wait until the next wake-up (here: forever).
-    /// It warms the published code before its first look.
+    /// It warms before its first look (the pool's state first, then the
+    /// published spans; `sync/prefetch.rs`).
     #[test]
     fn a_worker_wakes_for_a_forecast_frame_without_being_woken() {
         let pool = Pool::builder().threads(1).build().unwrap();

@@ -183,9 +183,10 @@ pub struct ThreadStats {
     /// Time spent looking for the expected frame's work after those
     /// wake-ups: the CPU that waking early costs.
     pub early_wait: Duration,
-    /// Cache lines of the expected frame's data and code that the thread
-    /// prefetched during those looks, so that the frame starts on lines
-    /// already in a cache.
+    /// Cache lines of the expected frame's data and code (the pool's and
+    /// the graph's state, the graph's arrays, the engine's code) that the
+    /// thread prefetched during those looks, so that the frame starts on
+    /// lines already in a cache.
     pub warmed_lines: u64,
 }
 

@@ -8,7 +8,10 @@
 //! checks that every dependency's `finished` mark shows this frame
 //! (Acquire, pairing with the Release that set it, so the node sees its
 //! dependencies' effects), then claims the node with one swap of the
-//! `claimed` mark to the frame's epoch. A thread whose own next node is
+//! `claimed` mark to the frame's epoch. A dependency that the same thread
+//! ran just before may still be unmarked: the walker claims its next node
+//! before it marks the one that ran (`Shared::claim_next`), and program
+//! order gives it that one's effects. A thread whose own next node is
 //! not ready may claim a ready node of another list instead, so a plan
 //! that a busy or late helper does not keep still runs every node; the
 //! swap makes sure exactly one thread runs each. Marks carry the frame's
@@ -59,10 +62,11 @@ impl NodeMarks {
     #[inline]
     pub(crate) fn claim(&self, epoch: u64) -> bool {
         // Relaxed: only the swap's atomicity matters (one winner). The
-        // winner saw the dependencies' marks with Acquire before, and the
-        // node's effects of earlier frames are ordered by the frame
-        // boundary (the frame's end acquires every thread's last mark; its
-        // next start publishes the helper tasks with Release).
+        // winner saw the dependencies' marks with Acquire before (or ran
+        // the one not yet marked itself, `claim_next`), and the node's
+        // effects of earlier frames are ordered by the frame boundary (the
+        // frame's end acquires every thread's last mark; its next start
+        // publishes the helper tasks with Release).
         self.claimed.swap(epoch, Ordering::Relaxed) != epoch
     }
 
@@ -158,7 +162,9 @@ mod loom_models {
 
     /// A planned frame of three nodes `a -> c <- b`: the frame's list is
     /// `[a, c]`, the helper's `[b]`, and either walker may claim any ready
-    /// node.
+    /// node. With early claims, each walker may claim `c` right after its
+    /// own first node, a superset of what `claim_next` does (the helper's
+    /// own list holds only `b`).
     struct Frame {
         marks: [NodeMarks; 3],
         results: [AtomicUsize; 3],
@@ -198,6 +204,10 @@ mod loom_models {
                     .all(|&d| d == node || frame.marks[d].is_finished(EPOCH))
                 && frame.marks[next].claim(EPOCH)
         });
+        if next.is_some() {
+            // Outside the model (a std atomic): counts over all executions.
+            EARLY_CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let sleeping = frame.marks[node].finish(EPOCH, &frame.sleepers);
         let other = 1 - me;
         if sleeping & (1 << other) != 0 {
@@ -250,6 +260,9 @@ mod loom_models {
         walkers_run_each_node_once(true);
     }
 
+    /// Early claims over all executions of a model.
+    static EARLY_CLAIMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
     fn walkers_run_each_node_once(claim_next: bool) {
         loom::model(move || {
             let frame = Arc::new(Frame {
@@ -269,5 +282,9 @@ mod loom_models {
             assert_eq!(frame.runs.load(Ordering::Relaxed), 3);
             assert!((0..3).all(|n| frame.marks[n].is_finished(EPOCH)));
         });
+        if claim_next {
+            // The model took the early claim in some execution.
+            assert!(EARLY_CLAIMS.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        }
     }
 }

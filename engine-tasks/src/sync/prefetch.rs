@@ -40,8 +40,8 @@
 //! ([`data_spans`]: its plan's lists, its dependency and successor rows,
 //! its nodes and the addresses of their closures), a few hundred lines
 //! that the frame reads first. Lines the
-//! frame writes (node states, run records) are left out: a copy in the
-//! worker's cache would only have to be taken back.
+//! nodes write (node states, run records) are left out: a copy in the
+//! worker's cache would only have to be taken back, from every node.
 //!
 //! # Warming the frame thread's own state
 //!
@@ -49,14 +49,17 @@
 //! before its first node: the pool's shared state, the guest slot it takes
 //! and that slot's parker (the pool's spans, [`MAX_POOL_SPANS`]), then the
 //! graph's runtime and the state its frames share (the first two of the
-//! graph's data spans). About 190 lines, most of them read and written
-//! only by the frame's thread, once per frame. They are written too, unlike
-//! the arrays, but only by that thread and before any node runs, so the
-//! worker's copy is handed over once, before the two threads share work;
-//! a read from the other core's cache is still quicker than one from
-//! memory. In-process A/B runs on the 2-core development VM cut the frame
-//! thread's set-up before its first node by about 1 µs (see
-//! `docs/performance.md`).
+//! graph's data spans): 190 lines on x86-64, each structure under
+//! [`MAX_STRUCT_LINES`] (a test checks). Unlike the arrays, these lines are
+//! written too: the graph's by the frame's thread, the pool's also by its
+//! workers and by whoever queues work. A line the worker warmed and the
+//! frame's thread then writes is taken back from the worker's cache, which
+//! on the development VM is still quicker than from memory; a worker that
+//! wakes late may warm a line the frame's thread is writing, and costs it
+//! that transfer. Frames ended a median of 0.7 µs sooner for it
+//! (in-process A/B runs on the development VM, `docs/performance.md`).
+//! The guest slot's lines are warmed even when the frame's thread is a
+//! pool worker, which does not use them.
 
 /// Code past the last anchor of a span that belongs to it: that function
 /// and its neighbours (the largest engine functions are 10-20 KB).
@@ -79,10 +82,11 @@ pub(crate) const MAX_DATA_SPANS: usize = 10;
 /// slot and the guest slot's parker (module docs).
 pub(crate) const MAX_POOL_SPANS: usize = 3;
 /// The most lines one structure's span holds: the largest the frame's
-/// thread works through (the pool's shared state) is about 70.
+/// thread works through (the pool's shared state) has 66 on x86-64.
 pub(crate) const MAX_STRUCT_LINES: usize = 128;
-/// The most data lines: 64 KB, the arrays of a graph of about 600 nodes
-/// (about 110 bytes of them a node). A larger graph's first arrays take
+/// The most data lines: 64 KB, the graph's runtime and frame state (57
+/// lines) and the arrays of a graph of about 550 nodes (about 110 bytes of
+/// them a node). A larger graph's first arrays take
 /// the budget (each at most this much), the later ones get what is left.
 pub(crate) const MAX_DATA_LINES: usize = 1024;
 /// The most spans a graph publishes: the data's first (a few hundred lines

@@ -336,7 +336,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         // the node over (run inline, or queued); in a frame run alone, set
         // by this thread, or before the hand-over's queue push; in a
         // planned frame, set before the dependency's Release `finish`,
-        // which the walker's `is_finished` acquired.
+        // which the walker's `is_finished` acquired, or by this thread,
+        // for a dependency it ran just before (`claim_next`).
         if self.poisoned_in[index as usize].load(Ordering::Relaxed) == frame.epoch {
             return NodeOutcome::Skipped;
         }
@@ -447,14 +448,34 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Prefetches for a walker of a planned frame at place `at` of its
-    /// list: as [`prefetch_ahead`](Self::prefetch_ahead), and the state of
-    /// the node [`PREFETCH_AHEAD`] places on.
+    /// list: as [`prefetch_ahead`](Self::prefetch_ahead), the state of the
+    /// node [`PREFETCH_AHEAD`] places on, and what the walker's next node
+    /// (at `at`) is checked with as soon as the running one ends
+    /// ([`prefetch_turn`](Self::prefetch_turn)).
     #[inline]
     pub(super) fn prefetch_walk(&self, list: &[u32], at: usize) {
         self.prefetch_ahead(list, at);
         if let Some(&ahead) = list.get(at + PREFETCH_AHEAD) {
             self.prefetch_state(ahead);
         }
+        if let Some(&next) = list.get(at) {
+            self.prefetch_turn(next);
+        }
+    }
+
+    /// Asks the CPU for the lines a walker reads when node `index`'s turn
+    /// comes, one node ahead: its dependency row and its dependencies'
+    /// states (is it ready?) and its successor row (whom it releases).
+    /// Sixteen places ahead these would be lost again, or not written yet,
+    /// in a slow spell of the development VM (`docs/performance.md`).
+    #[inline]
+    fn prefetch_turn(&self, index: u32) {
+        let dependencies = self.dependencies_of(index);
+        prefetch::line(dependencies.as_ptr() as usize);
+        for &dependency in dependencies {
+            self.prefetch_state(dependency);
+        }
+        prefetch::line(self.successors_of(index).as_ptr() as usize);
     }
 
     /// Asks the CPU to bring node `index`'s state into the cache, which a
@@ -489,7 +510,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         // Relaxed: published by the count that follows in `release` (or,
         // for a single dependency, by handing the node over; in a frame run
         // alone, read by this thread or after the hand-over's queue push;
-        // in a planned frame, by the node's Release `finish` after it).
+        // in a planned frame, by the node's Release `finish` after it, or
+        // read by this thread, which claimed `index` first: `claim_next`).
         self.poisoned_in[index as usize].store(epoch, Ordering::Relaxed);
     }
 

@@ -15,17 +15,25 @@
 //!
 //! Per node a walker checks its dependencies' `finished` marks, claims the
 //! node (one swap on a line its own core usually holds), runs it and marks
-//! it finished (`node_marks.rs`). When the next node of its own list waits
-//! only for the node that just ran, the walker claims it before it marks
-//! that node finished (`Shared::claim_next`): the claim is a locked swap,
-//! which waits until the core's earlier stores are out, and the finish
-//! mark's line is often held by the other core (which reads it for a node
-//! of its own that depends on this one). Claimed first, the swap does not
-//! wait for that line. In-process A/B runs on the 2-core development VM
-//! (the 256-node graph of `benches/graph.rs`, 1 µs a node, 60 Hz, the
-//! order chosen at random per frame) ended frames a median of 0.8 µs
-//! sooner over eight runs (seven of them sooner). When its next node is
-//! not ready it looks
+//! it finished (`node_marks.rs`).
+//!
+//! When the next node of the walker's own list is ready but for the node
+//! that just ran (or ready outright), the walker claims it before it marks
+//! the node that ran finished (`Shared::claim_next`). In-process A/B runs
+//! on the 2-core development VM (the 256-node graph of `benches/graph.rs`,
+//! 1 µs a node, 60 Hz, the order chosen at random per frame) ended frames
+//! a median of 0.8 µs sooner over eight runs, seven of them sooner
+//! (`docs/performance.md`). Why is not settled. On x86 the claim's swap is
+//! a locked instruction, which waits until the core's earlier stores are
+//! out, and the finish mark's line is often held by the other core; but an
+//! earlier probe that replaced the swap with a plain load and store, in
+//! the old order, gained nothing that separate processes could show. The
+//! price: the finish mark, and with it a successor on another list or a
+//! sleeping walker's wake-up, comes one dependency check and one swap
+//! later; and a head that waits for another node has its dependencies
+//! checked twice (here, then in `next_step`).
+//!
+//! When the walker's next node is not ready it looks
 //! at the first unclaimed node of every other list and claims that if it
 //! is ready, so a late or busy helper only costs parallelism. Every list
 //! keeps the order of one global topological order (the order nodes were
@@ -43,7 +51,12 @@
 //! order in memory: each walker then prefetches the lines of the node
 //! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark,
 //! gate span and state) and the closure and the node's rules half as far,
-//! as a frame run alone does.
+//! as a frame run alone does; and, one node ahead, what its next node is
+//! checked with when the running one ends (its dependency and successor
+//! rows, its dependencies' states: `Shared::prefetch_walk`). In-process
+//! A/B runs on the 2-core development VM (as below) gained nothing in its
+//! quick stretches and ended frames 2.4–6.8 µs sooner in every run of a
+//! slow one (frames over 160 µs), a median of 1.4 µs over 20 runs.
 //!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
@@ -381,11 +394,13 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Claims the head of `list` (this walker's own, `head` its place) if
-    /// every dependency but `ran` finished: `ran` just ran on this thread
-    /// and is not marked finished yet (module docs). Only the walker's own
-    /// list: a node of another list is left to its walker. `None` if the
-    /// head waits for another node, is claimed, or another thread won it
-    /// (then `head` moved past it, as in `next_step`).
+    /// every dependency but `ran` finished (the head need not depend on
+    /// `ran`): `ran` just ran on this thread and is not marked finished
+    /// yet (module docs). Only the walker's own list: a node of another
+    /// list is left to its walker. `None` if the head waits for another
+    /// node or is claimed already (`next_step` then moves past it), or if
+    /// another thread won it (then `head` moved past it, as in
+    /// `next_step`).
     fn claim_next(&self, list: &[u32], head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
         let &index = list.get(*head)?;
         let marks = &self.states[index as usize].marks;

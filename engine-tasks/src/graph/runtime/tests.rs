@@ -806,9 +806,9 @@ fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
     assert_eq!(runtime.warm[1..], spans[1..]);
 }
 
-/// A graph moved between frames (into a box, here) publishes its new
-/// address for the workers to warm with its next frame after an idle gap,
-/// not the one it had when its spans were worked out.
+/// A graph moved between frames (into a box, here) works its spans out
+/// again at its next frame after an idle gap, so that the workers warm its
+/// new address, not the one it had when they were worked out.
 #[test]
 fn a_moved_graph_warms_its_new_address() {
     let pool = Pool::builder().threads(1).build().unwrap();
@@ -823,4 +823,23 @@ fn a_moved_graph_warms_its_new_address() {
     moved.run(&pool, &()).unwrap();
     assert_eq!(moved.runtime.warm[0].start, home(&moved));
     assert_eq!(moved.runtime.warm, moved.runtime.warm_spans());
+    assert_eq!(
+        moved.runtime.warm_key,
+        crate::sync::prefetch::spans_key(&moved.runtime.warm)
+    );
+}
+
+/// Each structure the frame thread's warming covers (the pool's shared
+/// state, guest slot and its parker; the graph's runtime and frame state)
+/// fits under its span's cap, so none is cut short.
+#[test]
+fn the_frame_threads_state_fits_its_spans() {
+    use crate::sync::prefetch::MAX_STRUCT_LINES;
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let graph = chain_of_64(|_, _: &()| {});
+    let spans = pool.shared().frame_thread_spans();
+    let state = &graph.runtime.warm_spans()[..2];
+    for span in spans.iter().chain(state) {
+        assert!(span.lines > 0 && span.lines < MAX_STRUCT_LINES, "{span:?}");
+    }
 }
