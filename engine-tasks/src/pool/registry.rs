@@ -267,7 +267,6 @@ impl Shared {
         ]
     }
 
-    /// Worker threads started so far (only grows).
     /// A counted reference to this pool's shared state. Called only by a
     /// thread working in the pool (a worker, or a guest whose caller
     /// borrows a handle), so the state is alive.
@@ -277,6 +276,7 @@ impl Shared {
             .expect("a thread working in a pool keeps the pool alive")
     }
 
+    /// Worker threads started so far (only grows).
     pub(crate) fn threads_started(&self) -> usize {
         // Relaxed: a hint; a thread that starts later only adds a runner.
         self.started.load(Ordering::Relaxed)

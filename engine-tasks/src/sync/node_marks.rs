@@ -162,8 +162,10 @@ mod loom_models {
 
     /// A planned frame of three nodes `a -> c <- b`: the frame's list is
     /// `[a, c]`, the helper's `[b]`, and either walker may claim any ready
-    /// node. With early claims, each walker may claim `c` right after its
-    /// own first node, a superset of what `claim_next` does (the helper's
+    /// node. With early claims, a walker that ran one node of `order` may
+    /// claim the next one of `order` before marking the first finished: `c`
+    /// after `a` or `b` (the case that matters: `c` depends on it), or `b`
+    /// or `a` after `c`. That is more than `claim_next` does (the helper's
     /// own list holds only `b`).
     struct Frame {
         marks: [NodeMarks; 3],
@@ -204,8 +206,10 @@ mod loom_models {
                     .all(|&d| d == node || frame.marks[d].is_finished(EPOCH))
                 && frame.marks[next].claim(EPOCH)
         });
-        if next.is_some() {
-            // Outside the model (a std atomic): counts over all executions.
+        if next.is_some_and(|next| deps(next).contains(&node)) {
+            // Outside the model (a std atomic): counts, over all
+            // executions, claims of a node whose dependency `node` was not
+            // marked finished yet.
             EARLY_CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let sleeping = frame.marks[node].finish(EPOCH, &frame.sleepers);
@@ -260,7 +264,8 @@ mod loom_models {
         walkers_run_each_node_once(true);
     }
 
-    /// Early claims over all executions of a model.
+    /// Early claims of a node whose dependency was not marked yet, over all
+    /// executions of a model.
     static EARLY_CLAIMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     fn walkers_run_each_node_once(claim_next: bool) {

@@ -39,9 +39,9 @@
 //! Before the code, a warming walks a graph's read-only arrays
 //! ([`data_spans`]: its plan's lists, its dependency and successor rows,
 //! its nodes and the addresses of their closures), a few hundred lines
-//! that the frame reads first. Lines the
-//! nodes write (node states, run records) are left out: a copy in the
-//! worker's cache would only have to be taken back, from every node.
+//! that the frame reads first. Lines the nodes write (node states, run
+//! records) are left out: every node would have to take its line back
+//! from the worker's cache.
 //!
 //! # Warming the frame thread's own state
 //!
@@ -51,8 +51,9 @@
 //! graph's runtime and the state its frames share (the first two of the
 //! graph's data spans): 190 lines on x86-64, each structure under
 //! [`MAX_STRUCT_LINES`] (a test checks). Unlike the arrays, these lines are
-//! written too: the graph's by the frame's thread, the pool's also by its
-//! workers and by whoever queues work. A line the worker warmed and the
+//! written too: the graph's by the frame's thread and, during the frame,
+//! by its helpers; the pool's also by its workers and by whoever queues
+//! work. A line the worker warmed and the
 //! frame's thread then writes is taken back from the worker's cache, which
 //! on the development VM is still quicker than from memory; a worker that
 //! wakes late may warm a line the frame's thread is writing, and costs it
@@ -85,8 +86,8 @@ pub(crate) const MAX_POOL_SPANS: usize = 3;
 /// thread works through (the pool's shared state) has 66 on x86-64.
 pub(crate) const MAX_STRUCT_LINES: usize = 128;
 /// The most data lines: 64 KB, the graph's runtime and frame state (57
-/// lines) and the arrays of a graph of about 550 nodes (about 110 bytes of
-/// them a node). A larger graph's first arrays take
+/// lines on x86-64) and the arrays of a graph of about 550 nodes (about
+/// 110 bytes a node). A larger graph's first arrays take
 /// the budget (each at most this much), the later ones get what is left.
 pub(crate) const MAX_DATA_LINES: usize = 1024;
 /// The most spans a graph publishes: the data's first (a few hundred lines

@@ -41,12 +41,19 @@ pub(super) const NONE: u32 = u32::MAX;
 /// checks, resource types, set gate and own condition), are prefetched
 /// half as far ahead (`alone.rs`).
 /// A walker of a planned frame does the same along its list, with each
-/// node's state line too (`planned.rs`).
+/// node's state line too, and one node ahead what its next node is checked
+/// with (`planned.rs`).
 /// The plan's order is not the nodes' order in memory, so the hardware
 /// prefetcher cannot guess it. Not tuned: sixteen (closures at eight) is
 /// what was measured, against no prefetch; eight for the nodes' own lines
 /// without the closures gained nothing measurable.
 pub(super) const PREFETCH_AHEAD: usize = 16;
+
+/// How many of its next node's dependencies' states a walker of a planned
+/// frame prefetches one node ahead (`Shared::prefetch_turn`): a bound on
+/// the prefetches per node, above the one to three dependencies of the
+/// benchmark DAG's nodes (`benches/lib.rs`).
+const TURN_DEPENDENCIES: usize = 4;
 
 /// Whether a frame's node data is likely in this core's caches.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -463,16 +470,18 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
     }
 
-    /// Asks the CPU for the lines a walker reads when node `index`'s turn
-    /// comes, one node ahead: its dependency row and its dependencies'
-    /// states (is it ready?) and its successor row (whom it releases).
-    /// Sixteen places ahead these would be lost again, or not written yet,
-    /// in a slow spell of the development VM (`docs/performance.md`).
+    /// Readies what a walker reads when node `index`'s turn comes, one
+    /// node ahead: reads the node's dependency and successor starts and
+    /// its dependency row (read-only arrays), and prefetches the states of
+    /// its first [`TURN_DEPENDENCIES`] dependencies (whether it is ready)
+    /// and the first line of its successor row (whom it releases). The
+    /// prefetches sixteen places ahead (`prefetch_ahead`) do not cover
+    /// these: a dependency's state is written late, by whichever thread
+    /// runs it, and in the development VM's slow stretches lines fetched
+    /// that early seemed lost again before use (`docs/performance.md`).
     #[inline]
     fn prefetch_turn(&self, index: u32) {
-        let dependencies = self.dependencies_of(index);
-        prefetch::line(dependencies.as_ptr() as usize);
-        for &dependency in dependencies {
+        for &dependency in self.dependencies_of(index).iter().take(TURN_DEPENDENCIES) {
             self.prefetch_state(dependency);
         }
         prefetch::line(self.successors_of(index).as_ptr() as usize);

@@ -31,11 +31,11 @@
 //! price: the finish mark, and with it a successor on another list or a
 //! sleeping walker's wake-up, comes one dependency check and one swap
 //! later; and a head that waits for another node has its dependencies
-//! checked twice (here, then in `next_step`).
+//! checked twice (in `claim_next`, then in `next_step`).
 //!
-//! When the walker's next node is not ready it looks
-//! at the first unclaimed node of every other list and claims that if it
-//! is ready, so a late or busy helper only costs parallelism. Every list
+//! When the walker's next node is not ready it looks at the first
+//! unclaimed node of every other list and claims that if it is ready, so
+//! a late or busy helper only costs parallelism. Every list
 //! keeps the order of one global topological order (the order nodes were
 //! placed in), so the first unclaimed node of the whole plan always has
 //! every dependency claimed, and it becomes ready once they finish: with
@@ -52,11 +52,12 @@
 //! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark,
 //! gate span and state) and the closure and the node's rules half as far,
 //! as a frame run alone does; and, one node ahead, what its next node is
-//! checked with when the running one ends (its dependency and successor
-//! rows, its dependencies' states: `Shared::prefetch_walk`). In-process
-//! A/B runs on the 2-core development VM (as below) gained nothing in its
-//! quick stretches and ended frames 2.4–6.8 µs sooner in every run of a
-//! slow one (frames over 160 µs), a median of 1.4 µs over 20 runs.
+//! checked with when the running one ends (its dependencies' states and
+//! its successor row: `Shared::prefetch_turn`). In in-process A/B runs on
+//! the 2-core development VM (set up as for `claim_next` above; figures in
+//! `docs/performance.md`) this ended frames 2.4–6.8 µs sooner in each of
+//! ten runs in which frames took over 160 µs, when the machine was slow,
+//! and changed nothing that ten runs of quicker frames could show.
 //!
 //! States of a walker: *walking* (it found a node to claim) → *waiting*
 //! (none ready; it looks for 20 µs, as threads do in shared frames,
@@ -397,9 +398,9 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// every dependency but `ran` finished (the head need not depend on
     /// `ran`): `ran` just ran on this thread and is not marked finished
     /// yet (module docs). Only the walker's own list: a node of another
-    /// list is left to its walker. `None` if the head waits for another
-    /// node or is claimed already (`next_step` then moves past it), or if
-    /// another thread won it (then `head` moved past it, as in
+    /// list is left to its walker. `None` in three cases: the head waits
+    /// for another node; it is claimed already (`next_step` moves past
+    /// it); another thread won the swap (`head` moved past it here, as in
     /// `next_step`).
     fn claim_next(&self, list: &[u32], head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
         let &index = list.get(*head)?;
