@@ -49,7 +49,7 @@
 //! before its first node: the pool's shared state, the guest slot it takes
 //! and that slot's parker (the pool's spans, [`MAX_POOL_SPANS`]), then the
 //! graph's runtime and the state its frames share (the first two of the
-//! graph's data spans): 190 lines on x86-64, each structure under
+//! graph's data spans): 187 lines on x86-64, each structure under
 //! [`MAX_STRUCT_LINES`] (a test checks). Unlike the arrays, these lines are
 //! written too: the graph's by the frame's thread and, during the frame,
 //! by its helpers; the pool's also by its workers and by whoever queues
@@ -83,9 +83,9 @@ pub(crate) const MAX_DATA_SPANS: usize = 10;
 /// slot and the guest slot's parker (module docs).
 pub(crate) const MAX_POOL_SPANS: usize = 3;
 /// The most lines one structure's span holds: the largest the frame's
-/// thread works through (the pool's shared state) has 66 on x86-64.
+/// thread works through (the pool's shared state) spans 68 on x86-64.
 pub(crate) const MAX_STRUCT_LINES: usize = 128;
-/// The most data lines: 64 KB, the graph's runtime and frame state (57
+/// The most data lines: 64 KB, the graph's runtime and frame state (58
 /// lines on x86-64) and the arrays of a graph of about 550 nodes (about
 /// 110 bytes a node). A larger graph's first arrays take
 /// the budget (each at most this much), the later ones get what is left.
