@@ -117,6 +117,27 @@ pub(crate) fn line(address: usize) {
     let _ = address;
 }
 
+/// Asks the CPU to start loading the cache line at `address` into this
+/// core's caches for a write: the line arrives owned by this core, so the
+/// store or locked swap that follows finds no other core's copy to
+/// invalidate. Any address is allowed (module docs).
+#[inline(always)]
+pub(crate) fn line_for_write(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` is a hint that never faults, whatever the
+    // address, and changes no register, flag or memory; x86-64 CPUs that
+    // lack it (Intel before Broadwell) decode its opcode as a no-op.
+    unsafe {
+        std::arch::asm!(
+            "prefetchw [{0}]",
+            in(reg) address,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 /// Asks the CPU to start loading the cache line holding `value` (its
 /// first byte): a hint with no effect on memory.
 #[inline(always)]
@@ -362,6 +383,17 @@ mod tests {
             }
         );
         assert_eq!(spans[2].lines, 0);
+    }
+
+    #[test]
+    fn prefetches_of_any_address_never_fault_and_change_nothing() {
+        let value = std::hint::black_box([7u64; 8]);
+        // Null, unmapped, the kernel's half, and a live value.
+        for address in [0, 8, 1 << 46, usize::MAX - 63, &value as *const _ as usize] {
+            line(address);
+            line_for_write(address);
+        }
+        assert_eq!(value, [7u64; 8]);
     }
 
     #[test]

@@ -482,17 +482,24 @@ impl<C: ?Sized + Sync> Shared<C> {
     #[inline]
     fn prefetch_turn(&self, index: u32) {
         for &dependency in self.dependencies_of(index).iter().take(TURN_DEPENDENCIES) {
-            self.prefetch_state(dependency);
+            // For reading: the thread that runs the dependency may still
+            // have its finish mark to write.
+            if let Some(state) = self.states.get(dependency as usize) {
+                prefetch::value(state);
+            }
         }
         prefetch::line(self.successors_of(index).as_ptr() as usize);
     }
 
-    /// Asks the CPU to bring node `index`'s state into the cache, which a
-    /// planned walk claims and marks finished.
+    /// Asks the CPU to bring node `index`'s state into the cache for a
+    /// write, since a planned walk claims it (a locked swap) and marks it
+    /// finished: a line the other core read in the frame before (a
+    /// dependency's finish mark, a head it looked at) then needs no
+    /// invalidation at the claim.
     #[inline]
     pub(super) fn prefetch_state(&self, index: u32) {
         if let Some(state) = self.states.get(index as usize) {
-            prefetch::value(state);
+            prefetch::line_for_write(&**state as *const NodeState as usize);
         }
     }
 
