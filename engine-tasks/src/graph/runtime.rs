@@ -142,9 +142,14 @@ pub(super) struct Runtime<C: ?Sized> {
     /// How many nodes of `plan` the last frame ran alone (all of them,
     /// some before a hand-over, or none).
     ran_alone: usize,
-    /// When the last frame ended, and the smoothed gap before the next one
-    /// (ticks), for [`LINGER_GAP_NANOS`].
+    /// When the last frame ended, the pool's number for that end
+    /// (`pool/frame_gaps.rs`), and the smoothed gap after a frame until the
+    /// pool's next one (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
+    last_end_number: u64,
+    /// The pool's count of frames begun after an idle gap, as this graph's
+    /// last frame saw it (`FrameGaps::idle_starts`).
+    idle_starts_seen: u64,
     gap_estimate: f64,
     /// What the graph was compiled into: names, sets, ambiguities (kept for
     /// toggles and for the next build into this graph).
@@ -233,6 +238,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             plan_lane: None,
             ran_alone: 0,
             last_end_tick: None,
+            last_end_number: 0,
+            idle_starts_seen: 0,
             gap_estimate: f64::INFINITY,
             compiled: Compiled::default(),
             set_names: Vec::new(),
@@ -359,7 +366,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         let start = self.prepare_frame(pool, data);
         let frame_span = instrument::frame(start.number);
-        pool_shared.frame_began();
+        pool_shared.frame_began(start.start_tick);
         let (sharing, ran_alone) = if self.roots.is_empty() {
             (FrameSharing::Alone, 0)
         } else {
@@ -372,7 +379,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if matches!(sharing, FrameSharing::HandedOver | FrameSharing::Shared) {
             self.counted_frames += 1;
         }
-        pool_shared.frame_ended(clock::ticks());
+        self.last_end_number = pool_shared.frame_ended(clock::ticks());
+        pool_shared
+            .next_frame
+            .frame_ended_on(crate::sync::placement::current_cpu());
         drop(frame_span);
         if let Some(resources) = resources {
             resources.release();
@@ -420,17 +430,29 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // skip this, and the helper count after the frame.
         let idle_gap = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
         let after_idle_gap = pool_shared.idle_before(start_tick, idle_gap);
-        self.shared_mut().inputs.caches = if after_idle_gap {
+        // Cold after an idle gap of the pool since this graph's last frame,
+        // even if another graph's frame ran just before this one.
+        let gaps = &pool_shared.frame_gaps;
+        let idle_starts = if after_idle_gap {
+            gaps.idle_start()
+        } else {
+            gaps.idle_starts()
+        };
+        let caches = if idle_starts != self.idle_starts_seen {
             Caches::Cold
         } else {
             Caches::Warm
         };
+        self.idle_starts_seen = idle_starts;
+        self.shared_mut().inputs.caches = caches;
         if after_idle_gap {
             if self.warm_home != self as *const Self as usize {
                 self.refresh_warm_spans();
             }
+            let last_end = pool_shared.frame_gaps.last_end();
             pool_shared.next_frame.frame_started(
                 start_tick,
+                (last_end != 0).then(|| start_tick.saturating_sub(last_end)),
                 nanos_per_tick,
                 &self.warm,
                 self.warm_key,

@@ -47,10 +47,34 @@
 //!   or whose look would exceed [`MAX_LOOK_NANOS`], is not steady: nothing
 //!   is published.
 //! * **Several graphs a frame.** Only a frame that starts after an idle
-//!   gap of the pool times the loop; graphs that follow it closely find the
-//!   workers awake anyway. Graphs that take turns (one per tick, or a
-//!   fixed-step simulation graph among render frames) time one loop: the
-//!   pool's.
+//!   gap of the pool times the loop, and only one that comes at the loop's
+//!   tick: a frame that starts within a quarter of the loop's period of the
+//!   one before (or, before the period is measured, after a quarter of the
+//!   idle gap the last counted one had) is left out, so that a second
+//!   graph's frame after some game code (whose gap the pool counts as
+//!   idle) does not pass for a tick ([`Cadence::observe`]). Four such
+//!   starts in a row mean a faster loop, timed again from there. Before
+//!   this, such a loop on the 2-core development VM woke its worker early
+//!   in no tick at all (`tests/paced_two_graphs.rs`). A graph that follows
+//!   another within microseconds finds the workers waiting for it: the
+//!   pool keeps, for each frame's end, how soon its next frame began
+//!   (`frame_gaps.rs`), and lingers after a graph that is followed closely.
+//!   Graphs that take turns (one per tick, or a fixed-step simulation graph
+//!   among render frames) time one loop: the pool's.
+//!
+//! * **Off the frame thread's CPU.** The frame's thread sleeps too, and
+//!   its own timer wakes it at the tick, about when the woken workers
+//!   look. A worker that wakes on the CPU where the frame's thread sleeps
+//!   holds that CPU for its whole look, and the frame's thread waits
+//!   behind it, or for the other, halted vCPU to start. On the 2-core
+//!   development VM, in a loop of two graphs a tick, the frame's thread
+//!   woke 500-680 µs late (against 100-150 µs usually) in each frame whose
+//!   worker woke on its CPU; the lateness then raised the loop's jitter
+//!   until forecasts stopped, for about eight frames at a time. So a frame
+//!   records the CPU its thread ended on ([`NextFrame::frame_ended_on`]),
+//!   and a worker about to park with a timeout on that CPU narrows its own
+//!   affinity to the others first, restoring it after the park
+//!   (`sync/placement.rs`).
 //!
 //! # Warming what the frame reads first
 //!
@@ -161,14 +185,60 @@ pub(crate) struct Cadence {
     /// Smoothed absolute deviation of an interval from `period` (ticks).
     jitter: f64,
     intervals: u32,
+    /// The idle gap of the pool before the last counted start (0: not
+    /// known).
+    last_gap: u64,
+    /// The last start, counted or not.
+    previous: u64,
+    /// Starts in a row that came too early to be ticks (see `observe`).
+    early_starts: u32,
 }
 
+/// A start this early in the loop's measured period (a fraction of it) is
+/// not one of its ticks: a second graph's frame that came after an idle
+/// gap of the pool (game code between two graphs), or a catch-up frame.
+/// Until the period is measured, a start whose idle gap is under this
+/// share of the last counted start's is left out the same way. A quarter:
+/// a loop that switches to a rate up to four times higher is still timed
+/// as it goes.
+const EARLY_SHARE: f64 = 0.25;
+/// Early starts in a row after which the loop is taken to run that fast
+/// now, and is timed again from the next.
+const EARLY_STARTS_TO_RESTART: u32 = 4;
+
 impl Cadence {
-    /// A frame starts at `start` (ticks).
-    pub(crate) fn observe(&mut self, start: u64) {
-        let Some(last) = self.last_start.replace(start) else {
+    /// A frame starts at `start` (ticks), after an idle gap of the pool of
+    /// `idle_gap` ticks (`None`: the pool's first frame).
+    pub(crate) fn observe(&mut self, start: u64, idle_gap: Option<u64>) {
+        let gap = idle_gap.unwrap_or(0);
+        let previous = std::mem::replace(&mut self.previous, start);
+        let Some(last) = self.last_start else {
+            self.last_start = Some(start);
+            self.last_gap = gap;
             return;
         };
+        // Early after whichever frame started last: a faster loop's frames
+        // are each early, and soon start it over.
+        let early = if self.intervals > 0 {
+            (start.saturating_sub(previous) as f64) < EARLY_SHARE * self.period
+        } else {
+            (gap as f64) < EARLY_SHARE * self.last_gap as f64
+        };
+        if early {
+            self.early_starts += 1;
+            if self.early_starts >= EARLY_STARTS_TO_RESTART {
+                *self = Cadence {
+                    last_start: Some(start),
+                    last_gap: gap,
+                    previous: start,
+                    ..Cadence::default()
+                };
+            }
+            return;
+        }
+        self.early_starts = 0;
+        self.last_start = Some(start);
+        self.last_gap = gap;
         let interval = start.saturating_sub(last) as f64;
         if self.intervals == 0 {
             self.period = interval;
@@ -180,6 +250,8 @@ impl Cadence {
             // debugger): measure it again from this frame on.
             *self = Cadence {
                 last_start: Some(start),
+                last_gap: gap,
+                previous: start,
                 ..Cadence::default()
             };
             return;
@@ -254,6 +326,9 @@ struct Inner {
     nanos_per_tick: AtomicU64,
     /// Smoothed lateness of a timed park's wake-up (ticks).
     oversleep: AtomicU64,
+    /// The CPU on which the last frame's thread ended its frame, where it
+    /// likely sleeps until the next; `usize::MAX`: not known.
+    frame_cpu: AtomicUsize,
     /// What the frame loop that published the forecast reads first, for
     /// woken workers to warm (its graph's runtime and frame state, its
     /// read-only arrays, then its code): each span's first address and
@@ -277,19 +352,22 @@ impl NextFrame {
                 slots: AtomicU64::new(0),
                 nanos_per_tick: AtomicU64::new(1f64.to_bits()),
                 oversleep: AtomicU64::new(0),
+                frame_cpu: AtomicUsize::new(usize::MAX),
                 spans: Default::default(),
                 spans_key: AtomicU64::new(0),
             }),
         }
     }
 
-    /// A frame starts at `start` (ticks) after an idle gap of the pool:
-    /// times the loop and publishes (or clears) the forecast, with the
-    /// `spans` of the frame's data and code for the woken workers to warm,
-    /// whose key is `spans_key`.
+    /// A frame starts at `start` (ticks) after an idle gap of the pool of
+    /// `idle_gap` ticks (`None`: its first frame): times the loop and
+    /// publishes (or clears) the forecast, with the `spans` of the frame's
+    /// data and code for the woken workers to warm, whose key is
+    /// `spans_key`.
     pub(crate) fn frame_started(
         &self,
         start: u64,
+        idle_gap: Option<u64>,
         nanos_per_tick: f64,
         spans: &[Span; MAX_SPANS],
         spans_key: u64,
@@ -297,7 +375,7 @@ impl NextFrame {
         let Ok(mut state) = self.loop_state.try_lock() else {
             return;
         };
-        state.cadence.observe(start);
+        state.cadence.observe(start, idle_gap);
         let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
         match state.cadence.forecast() {
             Some(forecast) if self.enabled && helpers != 0 => {
@@ -379,6 +457,28 @@ impl NextFrame {
         )
     }
 
+    /// A frame's thread ended its frame on `cpu`: it likely sleeps there
+    /// until its loop's next frame, and its timer wakes it there, about
+    /// when the early-woken workers look for that frame's work. A worker on
+    /// the same CPU would delay it by its look (module docs), so it moves
+    /// its wake-up elsewhere (`Placement::steer_self_off`).
+    pub(crate) fn frame_ended_on(&self, cpu: Option<usize>) {
+        let cpu = cpu.unwrap_or(usize::MAX);
+        // Relaxed, both: a hint (module docs); checked first so that the
+        // line is written only when the CPU changes.
+        if self.inner.frame_cpu.load(Ordering::Relaxed) != cpu {
+            self.inner.frame_cpu.store(cpu, Ordering::Relaxed);
+        }
+    }
+
+    /// The CPU on which the last frame's thread ended its frame, if known
+    /// ([`frame_ended_on`](Self::frame_ended_on)).
+    pub(crate) fn frame_cpu(&self) -> Option<usize> {
+        // Relaxed: a hint (module docs).
+        let cpu = self.inner.frame_cpu.load(Ordering::Relaxed);
+        (cpu != usize::MAX).then_some(cpu)
+    }
+
     /// The loop is not steady, or its frames are run alone: no worker wakes
     /// early.
     pub(crate) fn clear(&self) {
@@ -448,7 +548,7 @@ mod tests {
         let mut cadence = Cadence::default();
         let mut start = 1_000_000;
         for &j in jitter {
-            cadence.observe(start + j);
+            cadence.observe(start + j, Some(period / 2));
             start += period;
         }
         cadence
@@ -478,15 +578,56 @@ mod tests {
     fn a_pause_starts_the_estimate_over() {
         let mut cadence = steady(16_000, &[0; 8]);
         let last = cadence.last_start.unwrap();
-        cadence.observe(last + 1_000_000);
+        cadence.observe(last + 1_000_000, Some(1_000_000));
         assert_eq!(cadence.forecast(), None, "one interval since the pause");
-        for i in 1..=4 {
-            cadence.observe(last + 1_000_000 + i * 16_000);
+        // The frames after it follow far shorter idle gaps than the pause:
+        // a few of them are taken for early starts, then the loop is timed
+        // again from the last of those.
+        let resumed = last + 1_000_000 + EARLY_STARTS_TO_RESTART as u64 * 16_000;
+        for i in 1..=EARLY_STARTS_TO_RESTART as u64 + MIN_INTERVALS as u64 {
+            cadence.observe(last + 1_000_000 + i * 16_000, Some(8_000));
         }
         assert_eq!(
             cadence.forecast().unwrap().start,
-            last + 1_000_000 + 5 * 16_000
+            resumed + (MIN_INTERVALS as u64 + 1) * 16_000
         );
+    }
+
+    /// A loop of two graphs a tick with game code between them, so that
+    /// the second graph's frames also start after an idle gap of the pool,
+    /// a short one: only the frames after the loop's sleep are its ticks,
+    /// from the first on.
+    #[test]
+    fn a_frame_after_a_short_idle_gap_is_not_a_tick() {
+        let mut cadence = Cadence::default();
+        let mut start = 1_000_000;
+        for _ in 0..8 {
+            cadence.observe(start, Some(15_000));
+            cadence.observe(start + 600, Some(300));
+            start += 16_000;
+        }
+        let forecast = cadence.forecast().expect("steady");
+        assert_eq!(forecast.start, start);
+        assert!(forecast.jitter < 1.0, "{forecast:?}");
+        // The pool's first frame has no gap before it: it counts.
+        let mut first = Cadence::default();
+        first.observe(5, None);
+        assert_eq!(first.last_start, Some(5));
+    }
+
+    /// A loop that runs much faster now (its sleep shrinks more than four
+    /// times) is timed again after a few of its frames.
+    #[test]
+    fn a_much_faster_loop_is_timed_again() {
+        let mut cadence = steady(16_000, &[0; 8]);
+        let mut start = cadence.last_start.unwrap();
+        let mut frames = 0;
+        while cadence.forecast().is_none_or(|f| f.start != start + 2_000) {
+            start += 2_000;
+            cadence.observe(start, Some(1_000));
+            frames += 1;
+            assert!(frames < 40, "not timed again: {cadence:?}");
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@
 use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::pool::early_wake::{EarlyWake, NextFrame};
+use crate::pool::frame_gaps::FrameGaps;
 use crate::pool::stats::{PoolStats, SlotCounters};
 use crate::sync::deque::Deque;
 use crate::sync::gate::Gate;
@@ -189,9 +190,9 @@ pub(crate) struct Shared {
     /// of work during one looks for more before it parks.
     shared_frames: CachePadded<AtomicUsize>,
     in_frame_wait_ticks: AtomicU64,
-    /// When the last task-graph frame on this pool ended (ticks; 0: none
-    /// yet): how long the pool was idle before the next one.
-    last_frame_end: AtomicU64,
+    /// When the task-graph frames on this pool ended, and how soon the
+    /// next began after each (`frame_gaps.rs`).
+    pub(crate) frame_gaps: FrameGaps,
     /// The forecast of a paced frame loop's next frame (early_wake.rs).
     pub(crate) next_frame: NextFrame,
     /// Closed at shutdown; external submissions pass through it.
@@ -226,7 +227,7 @@ impl Shared {
             linger_ticks: AtomicU64::new(0),
             shared_frames: CachePadded::new(AtomicUsize::new(0)),
             in_frame_wait_ticks: AtomicU64::new(0),
-            last_frame_end: AtomicU64::new(0),
+            frame_gaps: FrameGaps::new(),
             next_frame: NextFrame::new(config.early_wake),
             gate: Gate::default(),
             helpers: Helpers::new(),
@@ -318,27 +319,29 @@ impl Shared {
         self.guest_taken.store(false, Ordering::Release);
     }
 
-    /// A task-graph frame starts on this pool.
-    pub(crate) fn frame_began(&self) {
+    /// A task-graph frame starts on this pool, at `start_tick`.
+    pub(crate) fn frame_began(&self, start_tick: u64) {
         // Relaxed, here and below: a hint that only decides whether an idle
         // thread spins before it parks; the queues carry the tasks.
         if !self.frame_loop.load(Ordering::Relaxed) {
             self.frame_loop.store(true, Ordering::Relaxed);
         }
         self.frames_in_flight.fetch_add(1, Ordering::Relaxed);
+        self.frame_gaps.frame_began(start_tick);
     }
 
-    /// The frame that `frame_began` announced has ended, at `end_tick`.
-    pub(crate) fn frame_ended(&self, end_tick: u64) {
+    /// The frame that `frame_began` announced has ended, at `end_tick`:
+    /// returns the end's number (`FrameGaps::gap_after`).
+    pub(crate) fn frame_ended(&self, end_tick: u64) -> u64 {
         self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.last_frame_end.store(end_tick, Ordering::Relaxed);
+        self.frame_gaps.frame_ended(end_tick)
     }
 
     /// Whether a frame starting at `start_tick` follows an idle gap of at
     /// least `ticks` since the pool's last frame (or is the first).
     pub(crate) fn idle_before(&self, start_tick: u64, ticks: u64) -> bool {
         // Relaxed: a hint, as in `frame_began`.
-        let last = self.last_frame_end.load(Ordering::Relaxed);
+        let last = self.frame_gaps.last_end();
         self.frames_in_flight.load(Ordering::Relaxed) == 0
             && start_tick.saturating_sub(last) >= ticks
     }

@@ -132,7 +132,15 @@ impl Local<'_> {
             // before it, then look for its work (early_wake.rs).
             if let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) {
                 if let Some(timeout) = plan.sleep {
-                    match self.park(floor, &stop, Some(timeout)) {
+                    // Not on the CPU where the frame's thread sleeps until
+                    // about then (early_wake.rs).
+                    let placement = self.shared.sleep.parker(self.index).placement();
+                    if let Some(cpu) = self.shared.next_frame.frame_cpu() {
+                        placement.steer_self_off(cpu);
+                    }
+                    let parked = self.park(floor, &stop, Some(timeout));
+                    placement.restore();
+                    match parked {
                         Parked::TimedOut => self
                             .shared
                             .next_frame

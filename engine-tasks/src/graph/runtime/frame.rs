@@ -61,9 +61,11 @@ pub(super) enum Caches {
     /// Frames back to back: the last frame left it there, and prefetching
     /// would only cost instructions (a fifth of an empty node's time).
     Warm,
-    /// The frame follows an idle gap of the pool (a paced loop's sleep), in
-    /// which other work may have evicted it: a frame run alone, and each
-    /// walker of a planned one, prefetches.
+    /// The pool had an idle gap (a paced loop's sleep) since the graph's
+    /// last frame, in which other work may have evicted it: a frame run
+    /// alone, and each walker of a planned one, prefetches. So does the
+    /// frame of a second graph that follows another closely after the
+    /// sleep (`pool/frame_gaps.rs`).
     Cold,
 }
 

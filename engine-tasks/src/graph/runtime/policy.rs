@@ -375,14 +375,19 @@ pub(super) fn linger_ticks(gap_ticks: f64, nanos_per_tick: f64) -> u64 {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    /// Smooths the gap since the last frame and tells the pool how long its
-    /// idle threads should wait for the next frame before they park (see
+    /// Smooths the gap after this graph's last frame until the pool's next
+    /// frame (this one, or another graph's that began in between:
+    /// `pool/frame_gaps.rs`) and tells the pool how long its idle threads
+    /// should wait for the next frame before they park (see
     /// [`LINGER_GAP_NANOS`]).
     pub(super) fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
         let Some(last_end) = self.last_end_tick else {
             return;
         };
-        let gap = start_tick.saturating_sub(last_end) as f64;
+        let gap = pool
+            .frame_gaps
+            .gap_after(self.last_end_number)
+            .unwrap_or_else(|| start_tick.saturating_sub(last_end)) as f64;
         // Falls at once, rises smoothly: a loop that resumes back-to-back
         // frames after a pause (a loading screen) lingers from its next
         // frame on, and one long gap does not end lingering.
