@@ -380,9 +380,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.counted_frames += 1;
         }
         self.last_end_number = pool_shared.frame_ended(clock::ticks());
-        pool_shared
-            .next_frame
-            .frame_ended_on(crate::sync::placement::current_cpu());
+        if sharing != FrameSharing::Alone {
+            // Where this thread likely sleeps until the next frame, for the
+            // workers that wake early for it (only frames that shared
+            // wake them).
+            pool_shared
+                .next_frame
+                .frame_ended_on(crate::sync::placement::current_cpu());
+        }
         drop(frame_span);
         if let Some(resources) = resources {
             resources.release();
@@ -425,39 +430,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
         self.update_linger(pool_shared, start_tick);
-        // The first frame after an idle gap of the pool (the first graph of
-        // a game's frame) times the loop (early_wake.rs). Frames back to back
-        // skip this, and the helper count after the frame.
-        let idle_gap = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
-        let after_idle_gap = pool_shared.idle_before(start_tick, idle_gap);
-        // Cold after an idle gap of the pool since this graph's last frame,
-        // even if another graph's frame ran just before this one.
-        let gaps = &pool_shared.frame_gaps;
-        let idle_starts = if after_idle_gap {
-            gaps.idle_start()
-        } else {
-            gaps.idle_starts()
-        };
-        let caches = if idle_starts != self.idle_starts_seen {
-            Caches::Cold
-        } else {
-            Caches::Warm
-        };
-        self.idle_starts_seen = idle_starts;
-        self.shared_mut().inputs.caches = caches;
-        if after_idle_gap {
-            if self.warm_home != self as *const Self as usize {
-                self.refresh_warm_spans();
-            }
-            let last_end = pool_shared.frame_gaps.last_end();
-            pool_shared.next_frame.frame_started(
-                start_tick,
-                (last_end != 0).then(|| start_tick.saturating_sub(last_end)),
-                nanos_per_tick,
-                &self.warm,
-                self.warm_key,
-            );
-        }
+        let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
@@ -469,6 +442,49 @@ impl<C: ?Sized + Sync> Runtime<C> {
             steals_before,
             after_idle_gap,
         }
+    }
+
+    /// Whether the frame starting at `start_tick` follows an idle gap of
+    /// the pool. The first frame after one (the first graph of a game's
+    /// frame) times the loop (early_wake.rs); frames back to back skip this,
+    /// and the helper count after the frame. Also sets whether the frame
+    /// prefetches: if the pool had an idle gap since this graph's last
+    /// frame, even if another graph's frame ran just before this one
+    /// (`pool/frame_gaps.rs`).
+    fn note_idle_gap(
+        &mut self,
+        pool_shared: &PoolShared,
+        start_tick: u64,
+        nanos_per_tick: f64,
+    ) -> bool {
+        let gap = pool_shared.idle_gap_before(start_tick);
+        let idle_ticks = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
+        let after_idle_gap = gap.is_some_and(|gap| gap.is_none_or(|gap| gap >= idle_ticks));
+        let gaps = &pool_shared.frame_gaps;
+        let idle_starts = if after_idle_gap {
+            gaps.idle_start()
+        } else {
+            gaps.idle_starts()
+        };
+        self.shared_mut().inputs.caches = if idle_starts != self.idle_starts_seen {
+            Caches::Cold
+        } else {
+            Caches::Warm
+        };
+        self.idle_starts_seen = idle_starts;
+        if after_idle_gap {
+            if self.warm_home != self as *const Self as usize {
+                self.refresh_warm_spans();
+            }
+            pool_shared.next_frame.frame_started(
+                start_tick,
+                gap.flatten(),
+                nanos_per_tick,
+                &self.warm,
+                self.warm_key,
+            );
+        }
+        after_idle_gap
     }
 
     /// Runs the frame's nodes on this thread and the pool, and waits for

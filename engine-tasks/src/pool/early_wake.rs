@@ -18,7 +18,8 @@
 //!
 //! The frame loop is periodic, so its next start can be forecast. Every
 //! task-graph frame that starts after an idle gap of the pool (the first
-//! graph of a game's frame, whichever graph that is) tells the pool
+//! graph of a game's frame, whichever graph that is; see *Several graphs
+//! a frame* for the others) tells the pool
 //! ([`NextFrame::frame_started`]), which measures the interval since the
 //! previous such start ([`Cadence`]) and, if the loop is steady, publishes
 //! when it expects the next one, for the worker slots that ran nodes in
@@ -49,10 +50,10 @@
 //! * **Several graphs a frame.** Only a frame that starts after an idle
 //!   gap of the pool times the loop, and only one that comes at the loop's
 //!   tick: a frame that starts within a quarter of the loop's period of the
-//!   one before (or, before the period is measured, after a quarter of the
-//!   idle gap the last counted one had) is left out, so that a second
+//!   one before (or, with no period measured, after an idle gap under a
+//!   quarter of the last counted one's) is left out, and publishes nothing, so that a second
 //!   graph's frame after some game code (whose gap the pool counts as
-//!   idle) does not pass for a tick ([`Cadence::observe`]). Four such
+//!   idle) does not pass for a tick ([`Cadence::observe`]). Eight such
 //!   starts in a row mean a faster loop, timed again from there. Before
 //!   this, such a loop on the 2-core development VM woke its worker early
 //!   in no tick at all (`tests/paced_two_graphs.rs`). A graph that follows
@@ -72,9 +73,9 @@
 //!   worker woke on its CPU; the lateness then raised the loop's jitter
 //!   until forecasts stopped, for about eight frames at a time. So a frame
 //!   records the CPU its thread ended on ([`NextFrame::frame_ended_on`]),
-//!   and a worker about to park with a timeout on that CPU narrows its own
-//!   affinity to the others first, restoring it after the park
-//!   (`sync/placement.rs`).
+//!   and a worker about to park with a timeout narrows its own affinity to
+//!   the other CPUs first, wherever it runs (the kernel may move its timer
+//!   to that CPU), restoring it after the park (`sync/placement.rs`).
 //!
 //! # Warming what the frame reads first
 //!
@@ -190,37 +191,51 @@ pub(crate) struct Cadence {
     last_gap: u64,
     /// The last start, counted or not.
     previous: u64,
+    /// The period before the loop was last timed again after a pause, to
+    /// tell early starts by until the new one is measured (0: none).
+    reference: f64,
     /// Starts in a row that came too early to be ticks (see `observe`).
     early_starts: u32,
 }
 
-/// A start this early in the loop's measured period (a fraction of it) is
-/// not one of its ticks: a second graph's frame that came after an idle
-/// gap of the pool (game code between two graphs), or a catch-up frame.
-/// Until the period is measured, a start whose idle gap is under this
-/// share of the last counted start's is left out the same way. A quarter:
-/// a loop that switches to a rate up to four times higher is still timed
-/// as it goes.
+/// A start this early in the loop's period (a fraction of it, after the
+/// start before) is not one of its ticks: a second graph's frame that came
+/// after an idle gap of the pool (game code between two graphs), or a
+/// catch-up frame. Until a period is measured, the one from before a
+/// pause serves; with neither, a start whose idle gap is under this share
+/// of the last counted start's is left out. A quarter: a loop that
+/// switches to a rate up to four times higher is still timed as it goes.
+/// (Game code of more than a quarter period between two graphs makes the
+/// second graph's frames count: the loop then looks irregular, and is not
+/// forecast.)
 const EARLY_SHARE: f64 = 0.25;
 /// Early starts in a row after which the loop is taken to run that fast
-/// now, and is timed again from the next.
-const EARLY_STARTS_TO_RESTART: u32 = 4;
+/// now, and is timed again from the next: more than the graphs a game
+/// runs after some code of its own within one tick.
+const EARLY_STARTS_TO_RESTART: u32 = 8;
 
 impl Cadence {
     /// A frame starts at `start` (ticks), after an idle gap of the pool of
-    /// `idle_gap` ticks (`None`: the pool's first frame).
-    pub(crate) fn observe(&mut self, start: u64, idle_gap: Option<u64>) {
-        let gap = idle_gap.unwrap_or(0);
+    /// `idle_gap` ticks (`None`: the pool's first frame, which has no gap
+    /// to be judged by and is left out). Whether it counts as one of the
+    /// loop's ticks (`false`: left out).
+    pub(crate) fn observe(&mut self, start: u64, idle_gap: Option<u64>) -> bool {
+        let Some(gap) = idle_gap else {
+            return false;
+        };
         let previous = std::mem::replace(&mut self.previous, start);
         let Some(last) = self.last_start else {
             self.last_start = Some(start);
             self.last_gap = gap;
-            return;
+            return true;
         };
         // Early after whichever frame started last: a faster loop's frames
         // are each early, and soon start it over.
+        let since_previous = start.saturating_sub(previous) as f64;
         let early = if self.intervals > 0 {
-            (start.saturating_sub(previous) as f64) < EARLY_SHARE * self.period
+            since_previous < EARLY_SHARE * self.period
+        } else if self.reference > 0.0 {
+            since_previous < EARLY_SHARE * self.reference
         } else {
             (gap as f64) < EARLY_SHARE * self.last_gap as f64
         };
@@ -233,8 +248,9 @@ impl Cadence {
                     previous: start,
                     ..Cadence::default()
                 };
+                return true;
             }
-            return;
+            return false;
         }
         self.early_starts = 0;
         self.last_start = Some(start);
@@ -243,18 +259,20 @@ impl Cadence {
         if self.intervals == 0 {
             self.period = interval;
             self.intervals = 1;
-            return;
+            return true;
         }
         if interval > 4.0 * self.period {
             // The loop resumed after a pause (a loading screen, a
-            // debugger): measure it again from this frame on.
+            // debugger): measure it again from this frame on, telling
+            // early starts by the old period meanwhile.
             *self = Cadence {
                 last_start: Some(start),
                 last_gap: gap,
                 previous: start,
+                reference: self.period,
                 ..Cadence::default()
             };
-            return;
+            return true;
         }
         // Plain averages over the first intervals, then weights of 1/8: a
         // few frames follow a change of rate, and one late frame moves the
@@ -270,6 +288,7 @@ impl Cadence {
         self.jitter += (deviation - self.jitter) / n;
         self.period += (interval - self.period) / (n + 1.0).min(8.0);
         self.intervals = self.intervals.saturating_add(1);
+        true
     }
 
     /// The next frame's forecast, if the loop is steady: measured long
@@ -375,7 +394,11 @@ impl NextFrame {
         let Ok(mut state) = self.loop_state.try_lock() else {
             return;
         };
-        state.cadence.observe(start, idle_gap);
+        if !state.cadence.observe(start, idle_gap) {
+            // Not the loop's tick: its forecast and the tick frame's spans
+            // stay as they are.
+            return;
+        }
         let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
         match state.cadence.forecast() {
             Some(forecast) if self.enabled && helpers != 0 => {
@@ -580,16 +603,15 @@ mod tests {
         let last = cadence.last_start.unwrap();
         cadence.observe(last + 1_000_000, Some(1_000_000));
         assert_eq!(cadence.forecast(), None, "one interval since the pause");
-        // The frames after it follow far shorter idle gaps than the pause:
-        // a few of them are taken for early starts, then the loop is timed
-        // again from the last of those.
-        let resumed = last + 1_000_000 + EARLY_STARTS_TO_RESTART as u64 * 16_000;
-        for i in 1..=EARLY_STARTS_TO_RESTART as u64 + MIN_INTERVALS as u64 {
-            cadence.observe(last + 1_000_000 + i * 16_000, Some(8_000));
+        // A second graph's frame right after the pause's is still left out,
+        // by the period from before it.
+        assert!(!cadence.observe(last + 1_000_300, Some(100)));
+        for i in 1..=4 {
+            assert!(cadence.observe(last + 1_000_000 + i * 16_000, Some(8_000)));
         }
         assert_eq!(
             cadence.forecast().unwrap().start,
-            resumed + (MIN_INTERVALS as u64 + 1) * 16_000
+            last + 1_000_000 + 5 * 16_000
         );
     }
 
@@ -609,10 +631,12 @@ mod tests {
         let forecast = cadence.forecast().expect("steady");
         assert_eq!(forecast.start, start);
         assert!(forecast.jitter < 1.0, "{forecast:?}");
-        // The pool's first frame has no gap before it: it counts.
+        // The pool's first frame has no gap to be judged by: the loop is
+        // timed from the next.
         let mut first = Cadence::default();
-        first.observe(5, None);
-        assert_eq!(first.last_start, Some(5));
+        assert!(!first.observe(5, None));
+        assert!(first.observe(16_005, Some(15_000)));
+        assert_eq!(first.last_start, Some(16_005));
     }
 
     /// A loop that runs much faster now (its sleep shrinks more than four

@@ -42,7 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Ends whose following gaps are kept: more than the graphs a game runs
 /// per tick, so that each finds its own gap a tick later.
 pub(crate) const GAP_SLOTS: usize = 8;
-/// Bits of a slot that hold the gap; the rest hold the end's number.
+/// Bits of a slot that hold the gap; the rest hold the end's number. 48
+/// bits of ticks are days at any clock rate; the 16 left tell 65,535 ends
+/// apart, far more than the slots.
 const GAP_BITS: u32 = 48;
 const GAP_MASK: u64 = (1 << GAP_BITS) - 1;
 
@@ -74,19 +76,22 @@ impl FrameGaps {
     /// A frame ended at `end_tick`: returns the end's number, for
     /// [`gap_after`](Self::gap_after).
     pub(crate) fn frame_ended(&self, end_tick: u64) -> u64 {
-        // Relaxed, both: a hint (module docs). The tick goes first, so a
-        // frame that begins between the two pairs it with the end before
-        // this one, whose gap is taken already, not this end with an older
-        // tick.
+        // Relaxed: published by the Release below. The tick goes first,
+        // and the number's Release pairs with the Acquire load in
+        // `frame_began`: a frame that sees this end's number sees its tick,
+        // and one that begins between the two pairs the new tick with the
+        // end before this one, whose gap is taken already.
         self.last_end.store(end_tick, Ordering::Relaxed);
-        self.ended.fetch_add(1, Ordering::Relaxed) + 1
+        self.ended.fetch_add(1, Ordering::Release) + 1
     }
 
     /// A frame began at `start_tick`: the first to begin after the latest
     /// end records the gap since.
     pub(crate) fn frame_began(&self, start_tick: u64) {
-        // Relaxed, all: a hint (module docs).
-        let end = self.ended.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release in `frame_ended`, so the tick read
+        // below is this end's or a later one's. Relaxed, the rest: a hint
+        // (module docs).
+        let end = self.ended.load(Ordering::Acquire);
         if end == 0 {
             return;
         }

@@ -337,13 +337,16 @@ impl Shared {
         self.frame_gaps.frame_ended(end_tick)
     }
 
-    /// Whether a frame starting at `start_tick` follows an idle gap of at
-    /// least `ticks` since the pool's last frame (or is the first).
-    pub(crate) fn idle_before(&self, start_tick: u64, ticks: u64) -> bool {
+    /// How long the pool was idle before a frame starting at `start_tick`,
+    /// in ticks since its last frame ended: `None` while another frame
+    /// runs, `Some(None)` before the pool's first frame.
+    pub(crate) fn idle_gap_before(&self, start_tick: u64) -> Option<Option<u64>> {
         // Relaxed: a hint, as in `frame_began`.
+        if self.frames_in_flight.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
         let last = self.frame_gaps.last_end();
-        self.frames_in_flight.load(Ordering::Relaxed) == 0
-            && start_tick.saturating_sub(last) >= ticks
+        Some((last != 0).then(|| start_tick.saturating_sub(last)))
     }
 
     /// The pool runs a frame loop and is between two frames. A thread that

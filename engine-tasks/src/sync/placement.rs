@@ -71,20 +71,26 @@
 //!   wake it (the parker's `PARKED` to `NOTIFIED` swap).
 //! * Owner, after a park in which it slept, and when it leaves the slot:
 //!   lock; restore and clear `saved`; unlock.
-//! * Owner, before a timed park for an early wake-up: lock; if nothing is
-//!   `saved`, save its mask and set the narrowed one; unlock. After that
-//!   park, however it ended: restore as above. A waker's steer meanwhile
-//!   finds `saved` set and does nothing.
+//! * Owner, before a timed park for an early wake-up: lock; narrow its own
+//!   mask the same way (off the frame thread's CPU); unlock. After that
+//!   park, however it ended (a task found before it slept, a timeout, a
+//!   wake-up): restore as above (`pool/wait.rs`).
+//! * Every narrowing starts from the whole mask: the one `saved`, if a
+//!   steer already narrowed it (a waker that wakes an owner out of its
+//!   self-steered park moves it off the waker's CPU, not the frame
+//!   thread's), else the current one, which is then saved.
 //!
-//! **Why the owner never runs on with a narrowed mask.** A steer happens
-//! under the lock while the owner is `PARKED`. The owner leaves `PARKED` only
-//! through a waker's swap, and then, before it returns from the park, takes
-//! the same lock. So its restore comes after every steer of that park. A
-//! second steer of the same park finds `saved` set and does nothing (it
-//! would otherwise save the narrowed mask as the one to restore). A steer
-//! that starts after the owner left `PARKED` finds it not `PARKED` and does
-//! nothing. Ids are read under the lock, so a steer names the thread that
-//! owns the slot at that moment. `loom_models` below checks this.
+//! **Why the owner never runs on with a narrowed mask.** A waker's steer
+//! happens under the lock while the owner is `PARKED`. The owner leaves
+//! `PARKED` only through a waker's swap, and then, before it returns from
+//! the park, takes the same lock. So its restore comes after every steer of
+//! that park. A steer that starts after the owner left `PARKED` finds it
+//! not `PARKED` and does nothing. The owner's own steer comes before its
+//! park, and the restore after that park in `pool/wait.rs` covers it on
+//! every path. Since a narrowing starts from the saved mask, `saved` only
+//! ever holds the whole mask. Ids are read under the lock, so a steer names
+//! the thread that owns the slot at that moment. `loom_models` below
+//! checks this.
 //!
 //! Elsewhere than Linux every operation is a no-op; under loom, masks are
 //! modelled by a bit set.
@@ -142,7 +148,7 @@ impl Placement {
     pub(crate) fn steer_away_from_caller(&self, parked: impl Fn() -> bool) {
         let Some(cpu) = os::current_cpu() else { return };
         let mut steer = self.lock();
-        if steer.tid == os::NO_THREAD || steer.saved.is_some() || !parked() {
+        if steer.tid == os::NO_THREAD || !parked() {
             return;
         }
         narrow_locked(&mut steer, cpu);
@@ -154,11 +160,12 @@ impl Placement {
     /// Wherever the owner parks, the kernel may move its timer to a busy
     /// CPU (timer migration), whose wake-up then places it there. The
     /// owner restores its mask after the park, however it ends
-    /// ([`restore`](Self::restore)); a waker's steer during the park finds
-    /// the mask saved and does nothing.
+    /// ([`restore`](Self::restore)). A waker that wakes it out of that park
+    /// narrows the saved mask instead, off its own CPU: the wake-up then
+    /// avoids the waker, wherever the frame's thread went meanwhile.
     pub(crate) fn steer_self_off(&self, cpu: usize) {
         let mut steer = self.lock();
-        if steer.tid == os::NO_THREAD || steer.saved.is_some() {
+        if steer.tid == os::NO_THREAD {
             return;
         }
         narrow_locked(&mut steer, cpu);
@@ -176,18 +183,23 @@ impl Placement {
     }
 }
 
-/// Narrows the owner's mask to exclude `cpu` and saves the old one, unless
-/// `cpu` is outside it or its only CPU.
+/// Sets the owner's mask to its whole mask (the saved one, if a steer
+/// narrowed it already) less `cpu`, and saves the whole mask, unless `cpu`
+/// is outside it or its only CPU.
 fn narrow_locked(steer: &mut Steer, cpu: usize) {
     let tid = steer.tid;
-    let Some(mask) = os::affinity(steer, tid) else {
-        return;
+    let whole = match steer.saved {
+        Some(saved) => saved,
+        None => match os::affinity(steer, tid) {
+            Some(mask) => mask,
+            None => return,
+        },
     };
-    let Some(narrowed) = os::without(&mask, cpu) else {
+    let Some(narrowed) = os::without(&whole, cpu) else {
         return;
     };
     if os::set_affinity(steer, tid, &narrowed) {
-        steer.saved = Some(mask);
+        steer.saved = Some(whole);
     }
 }
 
@@ -427,9 +439,11 @@ mod tests {
             assert_eq!(own_affinity(), cpus[1..]);
             // SAFETY: no preconditions.
             assert_ne!(unsafe { libc::sched_getcpu() }, cpus[0] as i32);
-            // A second steer while one is saved changes nothing.
+            // A second steer starts from the whole mask, off its own CPU.
             placement.steer_self_off(cpus[1]);
-            assert_eq!(own_affinity(), cpus[1..]);
+            let mut without_second = cpus.clone();
+            without_second.remove(1);
+            assert_eq!(own_affinity(), without_second);
             placement.restore();
             assert_eq!(own_affinity(), cpus);
             placement.unregister_current_thread();
@@ -501,9 +515,11 @@ mod loom_models {
     }
 
     /// An owner that moves its own wake-up off a CPU before a timed park
-    /// (an early wake-up), while a waker may steer it too: the waker's
-    /// steer leaves the saved mask alone, and the owner's restore after the
-    /// park gives back its whole mask, however the park ends.
+    /// (an early wake-up), while a waker (on CPU 0 in the model, the one
+    /// CPU the owner's narrowed mask keeps) may steer it too: the waker's
+    /// steer narrows the saved whole mask off its own CPU, and the owner's
+    /// restore after the park gives back its whole mask, however the park
+    /// ends.
     #[test]
     fn a_self_steered_timed_park_gives_the_whole_mask_back() {
         loom::model(|| {

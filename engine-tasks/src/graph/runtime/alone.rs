@@ -63,8 +63,9 @@
 //! then, its estimate no longer light, timed alone. The hand-over check
 //! follows the clock reads.
 //!
-//! A frame that follows an idle gap of the pool (a paced game loop's sleep,
-//! in which other work may have taken the caches) prefetches as it walks:
+//! A frame whose graph has not run since an idle gap of the pool (a paced
+//! game loop's sleep, in which other work may have taken the caches)
+//! prefetches as it walks:
 //! the lines of the node [`PREFETCH_AHEAD`] places ahead in the plan (its
 //! node, run record, poison mark and gate span) and the closure and rules
 //! (`gates.rs`) of the node half as far ahead. The plan's order is not the nodes' order in memory, so the

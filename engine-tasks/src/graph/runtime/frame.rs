@@ -144,8 +144,9 @@ pub(super) struct FrameInputs<C: ?Sized> {
     /// How long a walker of a planned frame looks for a ready node before
     /// it sleeps ([`IN_FRAME_WAIT_NANOS`](super::policy::IN_FRAME_WAIT_NANOS)).
     pub(super) plan_wait_ticks: u64,
-    /// Whether the frame follows an idle gap of the pool: then a frame run
-    /// alone, and each walker of a planned frame, prefetches.
+    /// Whether the pool had an idle gap since the graph's last frame (see
+    /// [`Caches`]): then a frame run alone, and each walker of a planned
+    /// frame, prefetches.
     pub(super) caches: Caches,
 }
 

@@ -46,8 +46,8 @@
 //! runs ready nodes and leaves when none is: waiting there could wait for
 //! the very node, or a task it joins, whose wait it runs in.
 //!
-//! A frame that follows an idle gap of the pool (a paced loop's sleep)
-//! finds the nodes' lines cold, in an order (the list's) that is not their
+//! A frame whose graph has not run since an idle gap of the pool (a paced
+//! loop's sleep) finds the nodes' lines cold, in an order (the list's) that is not their
 //! order in memory: each walker then prefetches the lines of the node
 //! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark,
 //! gate span, and its state for a write, since the walker will claim it)

@@ -102,8 +102,9 @@ pub(super) const REPRIORITIZE_PLANNED_EVERY: u64 = 64;
 pub(super) const WAKE_WORTH_NANOS: f64 = 20_000.0;
 
 /// Threads that run out of work at the end of a frame keep looking for the
-/// next one (instead of parking) when the smoothed gap between frames is
-/// below this. A park and its wake-up cost the parked thread about 10 µs of
+/// next one (instead of parking) when the smoothed gap after the graph's
+/// frames, until the pool's next frame of any graph (`pool/frame_gaps.rs`),
+/// is below this. A park and its wake-up cost the parked thread about 10 µs of
 /// CPU and the next frame about 6.5 µs of latency on this VM, so a loop that
 /// starts its next frame within microseconds (a frame-rate-unlimited loop, a
 /// benchmark) is served better awake; a paced game loop, with gaps of
@@ -361,7 +362,7 @@ impl ShareThreshold {
 }
 
 /// How long idle threads wait for the next frame, in ticks, given the
-/// smoothed gap between frames: [`LINGER_GAP_NANOS`] for gaps under it,
+/// smoothed gap after a graph's frames until the pool's next frame: [`LINGER_GAP_NANOS`] for gaps under it,
 /// otherwise not at all. (Twice the gap, as before, made the worker park
 /// after every eighth frame of the benchmark graph run back to back: the
 /// frame that re-sorts priorities leaves a longer gap than the average.)

@@ -843,3 +843,30 @@ fn the_frame_threads_state_fits_its_spans() {
         assert!(span.lines > 0 && span.lines < MAX_STRUCT_LINES, "{span:?}");
     }
 }
+
+/// A graph that runs right after another, both after the loop's sleep
+/// (two graphs a tick), prefetches: its own data waited through the sleep,
+/// though the pool was busy just before its frame. Run again at once, with
+/// no sleep since its last frame, it does not.
+#[test]
+fn a_second_graph_after_the_sleep_prefetches() {
+    use super::frame::Caches;
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut first = chain_of_64(|_, _: &()| {});
+    let mut second = chain_of_64(|_, _: &()| {});
+    for _ in 0..3 {
+        // Longer than the idle gap that counts (`LINGER_GAP_NANOS`).
+        std::thread::sleep(Duration::from_millis(2));
+        first.run(&pool, &()).unwrap();
+        assert_eq!(first.runtime.shared_mut().inputs.caches, Caches::Cold);
+        second.run(&pool, &()).unwrap();
+        assert_eq!(second.runtime.shared_mut().inputs.caches, Caches::Cold);
+    }
+    // Without a sleep in between, only an idle gap of the pool (this
+    // thread held up for over 20 µs) would make it prefetch again.
+    let idle_starts = pool.shared().frame_gaps.idle_starts();
+    second.run(&pool, &()).unwrap();
+    if pool.shared().frame_gaps.idle_starts() == idle_starts {
+        assert_eq!(second.runtime.shared_mut().inputs.caches, Caches::Warm);
+    }
+}
