@@ -147,6 +147,10 @@ pub(super) struct Runtime<C: ?Sized> {
     /// pool's next one (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
     last_end_number: u64,
+    /// The smoothed deviation of that gap from its estimate (ticks), and
+    /// whether the last one ended at another graph's frame.
+    gap_jitter: f64,
+    followed_by_other: bool,
     /// The pool's count of frames begun after an idle gap, as this graph's
     /// last frame saw it (`FrameGaps::idle_starts`).
     idle_starts_seen: u64,
@@ -239,6 +243,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             ran_alone: 0,
             last_end_tick: None,
             last_end_number: 0,
+            gap_jitter: 0.0,
+            followed_by_other: false,
             idle_starts_seen: 0,
             gap_estimate: f64::INFINITY,
             compiled: Compiled::default(),
@@ -430,6 +436,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
         self.update_linger(pool_shared, start_tick);
+        self.forecast_next_graph(pool_shared);
         let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);

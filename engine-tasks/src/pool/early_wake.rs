@@ -60,7 +60,12 @@
 //!   another within microseconds finds the workers waiting for it: the
 //!   pool keeps, for each frame's end, how soon its next frame began
 //!   (`frame_gaps.rs`), and lingers after a graph that is followed closely.
-//!   Graphs that take turns (one per tick, or a fixed-step simulation graph
+//!   One that follows after a steady gap longer than that (game code
+//!   between the graphs, up to a quarter of the period) is forecast too:
+//!   the first graph's frame tells the pool at its start how long after
+//!   its end the next should start ([`NextFrame::expect_soon`]), and a
+//!   worker that runs out of work then parks with a timeout until just
+//!   before it, as for a tick. Graphs that take turns (one per tick, or a fixed-step simulation graph
 //!   among render frames) time one loop: the pool's.
 //!
 //! * **Off the frame thread's CPU.** The frame's thread sleeps too, and
@@ -302,6 +307,15 @@ impl Cadence {
     }
 }
 
+/// Clears a published forecast.
+fn clear(published: &Published) {
+    // Relaxed: a hint (module docs); checked first so that a loop of light
+    // frames does not write the line every frame.
+    if published.start.load(Ordering::Relaxed) != 0 {
+        published.start.store(0, Ordering::Relaxed);
+    }
+}
+
 /// What a worker that runs out of work should do about the next frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct EarlyPlan {
@@ -332,17 +346,87 @@ struct LoopState {
     next: usize,
 }
 
-struct Inner {
-    /// When the next frame should start (ticks); 0: no forecast.
+/// How a published forecast's start counts.
+#[derive(Clone, Copy)]
+enum Timing {
+    /// A tick of the clock.
+    Absolute,
+    /// Ticks after the worker runs out of work (`NextFrame::expect_soon`).
+    Relative,
+}
+
+/// One published forecast.
+struct Published {
+    /// When the frame should start (ticks); 0: no forecast.
     start: AtomicU64,
     /// How long before `start` to wake, less the oversleep (ticks).
     lead: AtomicU64,
     /// How long after `start` to keep looking (ticks).
     window: AtomicU64,
-    /// Worker slots that took part in the last frame (a bit each).
+    /// Worker slots that took part in the frames before (a bit each).
     slots: AtomicU64,
+}
+
+impl Published {
+    fn new() -> Self {
+        Published {
+            start: AtomicU64::new(0),
+            lead: AtomicU64::new(0),
+            window: AtomicU64::new(0),
+            slots: AtomicU64::new(0),
+        }
+    }
+
+    /// The plan of `slot` at `now` for this forecast, if it has one and
+    /// its look has not passed; with the forecast start, counted as
+    /// `timing` says.
+    fn plan(
+        &self,
+        slot: usize,
+        now: u64,
+        timing: Timing,
+        oversleep: u64,
+        nanos_per_tick: f64,
+    ) -> Option<(u64, EarlyPlan)> {
+        // Acquire: pairs with the Release store in `NextFrame::publish`.
+        let start = self.start.load(Ordering::Acquire);
+        // Relaxed, the loads below: see `publish`.
+        if start == 0 || self.slots.load(Ordering::Relaxed) & (1u64 << slot) == 0 {
+            return None;
+        }
+        let start = match timing {
+            Timing::Absolute => start,
+            Timing::Relative => now.saturating_add(start),
+        };
+        let look_until = start.saturating_add(self.window.load(Ordering::Relaxed));
+        if now >= look_until {
+            return None;
+        }
+        let early = self.lead.load(Ordering::Relaxed) + oversleep;
+        let wake_at = start.saturating_sub(early).max(now);
+        let sleep = (wake_at > now)
+            .then(|| Duration::from_nanos(((wake_at - now) as f64 * nanos_per_tick) as u64));
+        Some((
+            start,
+            EarlyPlan {
+                sleep,
+                wake_at,
+                look_until,
+            },
+        ))
+    }
+}
+
+struct Inner {
+    /// The forecast of the loop's next tick.
+    tick: Published,
+    /// The forecast of the next graph's frame within the tick, after some
+    /// code of the game's own ([`NextFrame::expect_soon`]).
+    soon: Published,
     /// Nanoseconds per tick (`f64` bits), to turn ticks into a timeout.
     nanos_per_tick: AtomicU64,
+    /// The loop's measured period (ticks, `f64` bits; 0: not measured).
+    period: AtomicU64,
     /// Smoothed lateness of a timed park's wake-up (ticks).
     oversleep: AtomicU64,
     /// The CPU on which the last frame's thread ended its frame, where it
@@ -365,10 +449,9 @@ impl NextFrame {
             loop_state: Mutex::new(LoopState::default()),
             enabled: early_wake == EarlyWake::Forecast,
             inner: CachePadded::new(Inner {
-                start: AtomicU64::new(0),
-                lead: AtomicU64::new(0),
-                window: AtomicU64::new(0),
-                slots: AtomicU64::new(0),
+                tick: Published::new(),
+                soon: Published::new(),
+                period: AtomicU64::new(0),
                 nanos_per_tick: AtomicU64::new(1f64.to_bits()),
                 oversleep: AtomicU64::new(0),
                 frame_cpu: AtomicUsize::new(usize::MAX),
@@ -399,6 +482,10 @@ impl NextFrame {
             // stay as they are.
             return;
         }
+        // Relaxed: a hint (module docs).
+        self.inner
+            .period
+            .store(state.cadence.period.to_bits(), Ordering::Relaxed);
         let helpers = state.helpers.iter().fold(0, |all, slots| all | slots);
         match state.cadence.forecast() {
             Some(forecast) if self.enabled && helpers != 0 => {
@@ -423,26 +510,54 @@ impl NextFrame {
     /// worker slots in `slots` taking part. Publishes nothing (and clears
     /// an earlier forecast) if the look would be too long.
     pub(crate) fn expect(&self, forecast: Forecast, slots: u64, nanos_per_tick: f64) {
-        let inner = &*self.inner;
+        self.publish(&self.inner.tick, forecast, slots, nanos_per_tick);
+    }
+
+    /// A graph's frame starts, and another graph's frame is expected
+    /// `forecast.start` ticks after a worker runs out of this one's work,
+    /// within the same tick but after more than threads linger for (game
+    /// code between two graphs): the workers that took part in the tick's
+    /// frames park with a timeout until just before it, not for good, and
+    /// then look for it as for a tick. Its look warms the tick graph's
+    /// spans. Stands until the next frame's start replaces or clears it
+    /// ([`clear_soon`](Self::clear_soon)).
+    pub(crate) fn expect_soon(&self, forecast: Forecast, nanos_per_tick: f64) {
+        if !self.enabled {
+            return;
+        }
+        // Relaxed: a hint, published by `publish`'s Release store.
+        let slots = self.inner.tick.slots.load(Ordering::Relaxed);
+        self.publish(&self.inner.soon, forecast, slots, nanos_per_tick);
+    }
+
+    /// No graph's frame is expected within the tick after the starting
+    /// one's.
+    pub(crate) fn clear_soon(&self) {
+        clear(&self.inner.soon);
+    }
+
+    /// Publishes `forecast` in `to` (see `expect`), or clears it if the
+    /// look would be too long.
+    fn publish(&self, to: &Published, forecast: Forecast, slots: u64, nanos_per_tick: f64) {
         let ticks = |nanos: f64| nanos / nanos_per_tick;
         let lead = 2.0 * forecast.jitter + ticks(LEAD_FLOOR_NANOS);
         let window = 2.0 * forecast.jitter + ticks(WINDOW_FLOOR_NANOS);
         let oversleep = self.oversleep(nanos_per_tick) as f64;
         if slots == 0 || lead + window + oversleep > ticks(MAX_LOOK_NANOS) {
-            self.clear();
+            clear(to);
             return;
         }
         // Relaxed, these four: hints, published by the Release store of
         // `start` below; a worker that mixes two forecasts only looks at a
         // slightly wrong time.
-        inner.lead.store(lead as u64, Ordering::Relaxed);
-        inner.window.store(window as u64, Ordering::Relaxed);
-        inner.slots.store(slots, Ordering::Relaxed);
-        inner
+        to.lead.store(lead as u64, Ordering::Relaxed);
+        to.window.store(window as u64, Ordering::Relaxed);
+        to.slots.store(slots, Ordering::Relaxed);
+        self.inner
             .nanos_per_tick
             .store(nanos_per_tick.to_bits(), Ordering::Relaxed);
-        // Release: pairs with the Acquire load in `plan`.
-        inner.start.store(forecast.start.max(1), Ordering::Release);
+        // Release: pairs with the Acquire load in `Published::plan`.
+        to.start.store(forecast.start.max(1), Ordering::Release);
     }
 
     /// Sets the spans that woken workers warm, whose key is `key`: one
@@ -450,7 +565,7 @@ impl NextFrame {
     /// spans every frame).
     fn set_spans(&self, spans: &[Span; MAX_SPANS], key: u64) {
         // Relaxed, here and below: a hint (module docs), published by the
-        // Release store of `start` in `expect`; a worker that reads a mix
+        // Release store of `start` in `publish`; a worker that reads a mix
         // of two graphs' spans warms some wrong lines.
         if self.inner.spans_key.load(Ordering::Relaxed) == key {
             return;
@@ -505,37 +620,38 @@ impl NextFrame {
     /// The loop is not steady, or its frames are run alone: no worker wakes
     /// early.
     pub(crate) fn clear(&self) {
-        // Relaxed: a hint (module docs); checked first so that a loop of
-        // light frames does not write the line every frame.
-        if self.inner.start.load(Ordering::Relaxed) != 0 {
-            self.inner.start.store(0, Ordering::Relaxed);
+        clear(&self.inner.tick);
+    }
+
+    /// The loop's measured period in ticks, or infinity before it is
+    /// measured.
+    pub(crate) fn period(&self) -> f64 {
+        // Relaxed: a hint (module docs).
+        match f64::from_bits(self.inner.period.load(Ordering::Relaxed)) {
+            period if period > 0.0 => period,
+            _ => f64::INFINITY,
         }
     }
 
     /// What worker slot `slot`, out of work at tick `now`, should do: `None`
-    /// to park for good.
+    /// to park for good. Of the tick's forecast and the next graph's
+    /// (`expect_soon`), the one that starts first, of those whose look has
+    /// not passed.
     pub(crate) fn plan(&self, slot: usize, now: u64) -> Option<EarlyPlan> {
         let inner = &*self.inner;
-        // Acquire: pairs with the Release store in `expect`.
-        let start = inner.start.load(Ordering::Acquire);
-        // Relaxed, the loads below: see `expect`.
-        if start == 0 || inner.slots.load(Ordering::Relaxed) & (1u64 << slot) == 0 {
-            return None;
-        }
-        let look_until = start.saturating_add(inner.window.load(Ordering::Relaxed));
-        if now >= look_until {
-            return None;
-        }
+        // Relaxed: a hint, published with the forecasts (`publish`).
         let nanos_per_tick = f64::from_bits(inner.nanos_per_tick.load(Ordering::Relaxed));
-        let early = inner.lead.load(Ordering::Relaxed) + self.oversleep(nanos_per_tick);
-        let wake_at = start.saturating_sub(early).max(now);
-        let sleep = (wake_at > now)
-            .then(|| Duration::from_nanos(((wake_at - now) as f64 * nanos_per_tick) as u64));
-        Some(EarlyPlan {
-            sleep,
-            wake_at,
-            look_until,
+        let oversleep = self.oversleep(nanos_per_tick);
+        [
+            (&inner.tick, Timing::Absolute),
+            (&inner.soon, Timing::Relative),
+        ]
+        .into_iter()
+        .filter_map(|(published, timing)| {
+            published.plan(slot, now, timing, oversleep, nanos_per_tick)
         })
+        .min_by_key(|&(start, _)| start)
+        .map(|(_, plan)| plan)
     }
 
     /// A timed park meant to end at `wake_at` ended at `now` (ticks).
@@ -674,6 +790,45 @@ mod tests {
         assert_eq!(early.plan(1, plan.look_until), None, "the window passed");
         early.clear();
         assert_eq!(early.plan(1, 0), None, "cleared");
+    }
+
+    /// A forecast of the next graph's frame within the tick comes first,
+    /// for the workers of the tick's forecast; cleared, the tick's forecast
+    /// again. A pool that never wakes early publishes neither.
+    #[test]
+    fn the_next_graphs_frame_is_planned_before_the_next_tick() {
+        let early = NextFrame::new(EarlyWake::Forecast);
+        let jitter = 0.0;
+        early.expect(
+            Forecast {
+                start: 10_000_000,
+                jitter,
+            },
+            1,
+            1.0,
+        );
+        // Relative: a million ticks after the worker runs out of work.
+        early.expect_soon(
+            Forecast {
+                start: 1_000_000,
+                jitter,
+            },
+            1.0,
+        );
+        let soon = early.plan(0, 5).expect("a forecast");
+        assert_eq!(soon.look_until, 1_000_005 + WINDOW_FLOOR_NANOS as u64);
+        early.clear_soon();
+        let tick = early.plan(0, 5).expect("the tick's");
+        assert_eq!(tick.look_until, 10_000_000 + WINDOW_FLOOR_NANOS as u64);
+        let never = NextFrame::new(EarlyWake::Never);
+        never.expect_soon(
+            Forecast {
+                start: 1_000_000,
+                jitter,
+            },
+            1.0,
+        );
+        assert_eq!(never.plan(0, 0), None);
     }
 
     #[test]
@@ -853,7 +1008,7 @@ mod pool_tests {
                 let next_frame = &cx.pool().shared().next_frame;
                 let seen = match next_frame.plan(0, clock::ticks()) {
                     // Relaxed: a test read of the value `plan` just read.
-                    Some(_) => next_frame.inner.start.load(Ordering::Relaxed),
+                    Some(_) => next_frame.inner.tick.start.load(Ordering::Relaxed),
                     None => 0,
                 };
                 // Relaxed: read after the frame, whose end orders it.
@@ -881,7 +1036,7 @@ mod pool_tests {
             if next_frame.plan(0, clock::ticks()).is_some() {
                 forecast_frames += 1;
                 // Relaxed: published by the frame's thread, this one.
-                let left = next_frame.inner.start.load(Ordering::Relaxed);
+                let left = next_frame.inner.tick.start.load(Ordering::Relaxed);
                 // With the graph's code for the woken worker to warm.
                 assert!(next_frame.warming(Default::default()).step(usize::MAX) > 0);
                 for (node, seen) in seen.iter().enumerate() {

@@ -21,6 +21,9 @@
 //! A graph remembers the number of its own last end and, when its next
 //! frame starts, asks for the gap after it ([`FrameGaps::gap_after`]); if
 //! no frame began since (the usual single-graph loop), the gap is its own.
+//! A steady gap too long to linger through (game code between the
+//! graphs) is forecast instead (`NextFrame::expect_soon` in
+//! `early_wake.rs`).
 //!
 //! The same game's second graph also finds its data cold, though the pool
 //! was busy just before its frame: its nodes last ran a tick ago, before

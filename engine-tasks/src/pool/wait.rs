@@ -129,8 +129,13 @@ impl Local<'_> {
         }
         if !waiting {
             // A paced frame loop expects its next frame: sleep until just
-            // before it, then look for its work (early_wake.rs).
-            if let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) {
+            // before it, then look for its work (early_wake.rs). Twice at
+            // most: a look for the next graph's frame within the tick that
+            // found nothing passes on to the next tick's.
+            for _ in 0..2 {
+                let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) else {
+                    break;
+                };
                 if let Some(timeout) = plan.sleep {
                     // Not on the CPU where the frame's thread sleeps until
                     // about then (early_wake.rs).

@@ -385,10 +385,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let Some(last_end) = self.last_end_tick else {
             return;
         };
-        let gap = pool
-            .frame_gaps
-            .gap_after(self.last_end_number)
-            .unwrap_or_else(|| start_tick.saturating_sub(last_end)) as f64;
+        let followed = pool.frame_gaps.gap_after(self.last_end_number);
+        self.followed_by_other = followed.is_some();
+        let gap = followed.unwrap_or_else(|| start_tick.saturating_sub(last_end)) as f64;
+        // Weight 1/8, as the loop's own jitter (`early_wake.rs`); from the
+        // second gap on (the estimate starts infinite).
+        if self.gap_estimate.is_finite() {
+            self.gap_jitter += ((gap - self.gap_estimate).abs() - self.gap_jitter) / 8.0;
+        }
         // Falls at once, rises smoothly: a loop that resumes back-to-back
         // frames after a pause (a loading screen) lingers from its next
         // frame on, and one long gap does not end lingering.
@@ -404,6 +408,36 @@ impl<C: ?Sized + Sync> Runtime<C> {
             0
         };
         pool.set_linger_ticks(linger);
+    }
+
+    /// As a frame starts: if another graph's frame followed this graph's
+    /// last ones within the tick, after a steady gap longer than threads
+    /// linger for (game code between the two graphs), tells the pool how
+    /// long after this frame the next one should start, so that the
+    /// workers that run out of work at its end park with a timeout until
+    /// just before it, instead of for good (`NextFrame::expect_soon`);
+    /// otherwise clears what an earlier frame told it. Set at the start,
+    /// since a worker may run out of work before the frame's thread leaves
+    /// the frame. Not for a gap longer than a quarter of the loop's period
+    /// (the next tick's frame, which the tick's forecast covers), nor for
+    /// one that wanders by more than a quarter of itself (the look, four
+    /// times the jitter and more, would last about as long as the gap).
+    pub(super) fn forecast_next_graph(&self, pool: &crate::pool::registry::Shared) {
+        let nanos_per_tick = self.rate.nanos_per_tick();
+        let gap = self.gap_estimate;
+        if !self.followed_by_other
+            || gap < LINGER_GAP_NANOS / nanos_per_tick
+            || gap > pool.next_frame.period() / 4.0
+            || self.gap_jitter > gap / 4.0
+        {
+            pool.next_frame.clear_soon();
+            return;
+        }
+        let forecast = crate::pool::early_wake::Forecast {
+            start: gap as u64,
+            jitter: self.gap_jitter,
+        };
+        pool.next_frame.expect_soon(forecast, nanos_per_tick);
     }
 
     /// How clear the verdict on sharing was in the frame that just ended,
