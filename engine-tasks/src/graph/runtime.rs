@@ -151,6 +151,10 @@ pub(super) struct Runtime<C: ?Sized> {
     /// whether the last one ended at another graph's frame.
     gap_jitter: f64,
     followed_by_other: bool,
+    /// Gaps measured (for the jitter's plain averages at first), and the
+    /// pool they were measured on (its address).
+    gap_count: u32,
+    gap_pool: usize,
     /// The pool's count of frames begun after an idle gap, as this graph's
     /// last frame saw it (`FrameGaps::idle_starts`).
     idle_starts_seen: u64,
@@ -245,6 +249,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             last_end_number: 0,
             gap_jitter: 0.0,
             followed_by_other: false,
+            gap_count: 0,
+            gap_pool: 0,
             idle_starts_seen: 0,
             gap_estimate: f64::INFINITY,
             compiled: Compiled::default(),
@@ -379,6 +385,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.run_nodes(pool_shared, &start)
         };
         self.ran_alone = ran_alone;
+        // A forecast of the next graph's frame counts from here on.
+        pool_shared.next_frame.frame_ending(clock::ticks());
         if sharing != FrameSharing::Alone {
             pool_shared.frame_unshared();
         }

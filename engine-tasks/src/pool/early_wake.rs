@@ -28,16 +28,21 @@
 //! that runs out of work parks with a timeout instead of for good: it wakes
 //! `lead` before the forecast start, on a timer of its own, and then looks
 //! for work for at most `lead + window`, until shortly after the start. If
-//! the frame's work shows up it runs it at once; otherwise it parks for good
-//! until a push wakes it, as without a forecast. A push during the timed
-//! park wakes it as before.
+//! the frame's work shows up it runs it at once; otherwise it follows the
+//! tick's forecast if that look was for another graph's frame within the
+//! tick (see *Several graphs a frame*), or parks for good until a push
+//! wakes it, as without a forecast. A push during a timed park wakes it as
+//! before.
 //!
 //! * **What it costs.** The CPU of the look, about `lead + window` per
 //!   frame and worker, only for frames heavy enough to share (a graph that
 //!   runs its frames alone publishes nothing) and only while the loop is
 //!   steady. [`ThreadStats::early_wakes`] and [`ThreadStats::early_wait`]
-//!   count it. An idle pool pays nothing: a forecast is used once, and a
-//!   worker whose forecast passed parks with no timeout.
+//!   count it, and [`ThreadStats::early_finds`] how many looks found the
+//!   frame's work. An idle pool pays nothing: a forecast is used once, a
+//!   worker whose forecast passed parks with no timeout, and a forecast
+//!   of the next graph's frame expires with its look once the frame that
+//!   published it ended.
 //! * **How early.** `lead` is twice the loop's measured jitter (the
 //!   smoothed deviation of its start-to-start interval from the smoothed
 //!   period) plus [`LEAD_FLOOR_NANOS`], and the worker adds how late its own
@@ -63,10 +68,16 @@
 //!   One that follows after a steady gap longer than that (game code
 //!   between the graphs, up to a quarter of the period) is forecast too:
 //!   the first graph's frame tells the pool at its start how long after
-//!   its end the next should start ([`NextFrame::expect_soon`]), and a
-//!   worker that runs out of work then parks with a timeout until just
-//!   before it, as for a tick. Graphs that take turns (one per tick, or a fixed-step simulation graph
-//!   among render frames) time one loop: the pool's.
+//!   its end the next should start ([`NextFrame::expect_soon`]; counted
+//!   from when a worker runs out of work until the frame ends, since a
+//!   worker may do so first, then from the frame's end), and a worker that
+//!   runs out of work then parks with a timeout until just before it, as
+//!   for a tick, warming nothing. Graphs that take turns (one per tick, or
+//!   a fixed-step simulation graph among render frames) time one loop: the
+//!   pool's. Not handled: game code of over a quarter of the period
+//!   between two graphs (the second's frames then count as ticks, the loop
+//!   looks irregular and nothing is forecast), and a second graph that
+//!   runs its frames alone (the worker looks for it in vain each tick).
 //!
 //! * **Off the frame thread's CPU.** The frame's thread sleeps too, and
 //!   its own timer wakes it at the tick, about when the woken workers
@@ -108,12 +119,13 @@
 //!
 //! Everything here is a hint read with relaxed atomics: a stale or torn
 //! forecast costs a wasted look or a late wake-up, never a lost task. The
-//! worker still goes through the idle protocol of `idle.rs` for both parks;
+//! worker still goes through the idle protocol of `idle.rs` for every park;
 //! the timed park's own states are in `park.rs`.
 //!
 //! A pool built with [`EarlyWake::Never`] never publishes a forecast.
 //!
 //! [`ThreadStats::early_wakes`]: crate::ThreadStats::early_wakes
+//! [`ThreadStats::early_finds`]: crate::ThreadStats::early_finds
 //! [`ThreadStats::early_wait`]: crate::ThreadStats::early_wait
 //! [`ThreadStats::warmed_lines`]: crate::ThreadStats::warmed_lines
 
@@ -166,7 +178,7 @@ const INITIAL_OVERSLEEP_NANOS: f64 = 60_000.0;
 /// loop steadies, forecasts and timed parks come back.
 const MAX_OVERSLEEP_NANOS: f64 = 250_000.0;
 /// Start-to-start intervals observed before the first forecast.
-const MIN_INTERVALS: u32 = 4;
+pub(crate) const MIN_INTERVALS: u32 = 4;
 /// How many frames a worker that ran nodes stays among the ones that wake
 /// early: one frame it missed (woken late, say) does not drop it.
 pub(crate) const HELPER_FRAMES: usize = 8;
@@ -213,7 +225,7 @@ pub(crate) struct Cadence {
 /// (Game code of more than a quarter period between two graphs makes the
 /// second graph's frames count: the loop then looks irregular, and is not
 /// forecast.)
-const EARLY_SHARE: f64 = 0.25;
+pub(crate) const EARLY_SHARE: f64 = 0.25;
 /// Early starts in a row after which the loop is taken to run that fast
 /// now, and is timed again from the next: more than the graphs a game
 /// runs after some code of its own within one tick.
@@ -323,8 +335,11 @@ pub(crate) struct EarlyPlan {
     pub(crate) sleep: Option<Duration>,
     /// When the timed park should end (ticks), to measure its oversleep.
     pub(crate) wake_at: u64,
-    /// Look for work until this tick, then park for good.
+    /// Look for work until this tick, then follow the tick's forecast, if
+    /// this was the next graph's, or park for good.
     pub(crate) look_until: u64,
+    /// What the look is for.
+    pub(crate) looking_for: LookFor,
 }
 
 /// The pool's forecast of the next frame, written by frame loops and read
@@ -346,13 +361,29 @@ struct LoopState {
     next: usize,
 }
 
-/// How a published forecast's start counts.
-#[derive(Clone, Copy)]
-enum Timing {
-    /// A tick of the clock.
-    Absolute,
-    /// Ticks after the worker runs out of work (`NextFrame::expect_soon`).
-    Relative,
+/// Set in a published start that counts from when a worker runs out of
+/// work, not from the clock's zero (`NextFrame::expect_soon`): one store
+/// publishes the start and how it counts. Ticks never reach it.
+const RELATIVE: u64 = 1 << 63;
+
+/// Which forecasts a worker's plan may follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Forecasts {
+    /// The tick's and the next graph's within the tick.
+    Any,
+    /// The tick's only: a look for the next graph's frame found nothing.
+    TickOnly,
+}
+
+/// What a worker's early look is for, and so what it warms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LookFor {
+    /// The loop's next tick: it warms the tick graph's state, arrays and
+    /// code.
+    Tick,
+    /// The next graph's frame within the tick, right after the first
+    /// graph's frame: what it would warm is in the caches already.
+    NextGraph,
 }
 
 /// One published forecast.
@@ -365,6 +396,8 @@ struct Published {
     window: AtomicU64,
     /// Worker slots that took part in the frames before (a bit each).
     slots: AtomicU64,
+    /// Nanoseconds per tick (`f64` bits), to turn ticks into a timeout.
+    nanos_per_tick: AtomicU64,
 }
 
 impl Published {
@@ -374,19 +407,19 @@ impl Published {
             lead: AtomicU64::new(0),
             window: AtomicU64::new(0),
             slots: AtomicU64::new(0),
+            nanos_per_tick: AtomicU64::new(1f64.to_bits()),
         }
     }
 
     /// The plan of `slot` at `now` for this forecast, if it has one and
-    /// its look has not passed; with the forecast start, counted as
-    /// `timing` says.
+    /// its look has not passed; with the forecast start. `looking_for` goes
+    /// into the plan.
     fn plan(
         &self,
         slot: usize,
         now: u64,
-        timing: Timing,
+        looking_for: LookFor,
         oversleep: u64,
-        nanos_per_tick: f64,
     ) -> Option<(u64, EarlyPlan)> {
         // Acquire: pairs with the Release store in `NextFrame::publish`.
         let start = self.start.load(Ordering::Acquire);
@@ -394,14 +427,16 @@ impl Published {
         if start == 0 || self.slots.load(Ordering::Relaxed) & (1u64 << slot) == 0 {
             return None;
         }
-        let start = match timing {
-            Timing::Absolute => start,
-            Timing::Relative => now.saturating_add(start),
+        let start = if start & RELATIVE != 0 {
+            now.saturating_add(start & !RELATIVE)
+        } else {
+            start
         };
         let look_until = start.saturating_add(self.window.load(Ordering::Relaxed));
         if now >= look_until {
             return None;
         }
+        let nanos_per_tick = f64::from_bits(self.nanos_per_tick.load(Ordering::Relaxed));
         let early = self.lead.load(Ordering::Relaxed) + oversleep;
         let wake_at = start.saturating_sub(early).max(now);
         let sleep = (wake_at > now)
@@ -412,6 +447,7 @@ impl Published {
                 sleep,
                 wake_at,
                 look_until,
+                looking_for,
             },
         ))
     }
@@ -514,20 +550,42 @@ impl NextFrame {
     }
 
     /// A graph's frame starts, and another graph's frame is expected
-    /// `forecast.start` ticks after a worker runs out of this one's work,
-    /// within the same tick but after more than threads linger for (game
-    /// code between two graphs): the workers that took part in the tick's
-    /// frames park with a timeout until just before it, not for good, and
-    /// then look for it as for a tick. Its look warms the tick graph's
-    /// spans. Stands until the next frame's start replaces or clears it
-    /// ([`clear_soon`](Self::clear_soon)).
+    /// `forecast.start` ticks after this one ends, within the same tick but
+    /// after more than threads linger for (game code between two graphs):
+    /// the workers of the tick's forecast that run out of work park with a
+    /// timeout until just before it, not for good, and then look for it
+    /// as for a tick (warming nothing: the first graph's frame just ran).
+    /// Until the frame ends ([`frame_ending`](Self::frame_ending)) the
+    /// start counts from when a worker runs out of work; a worker may do so
+    /// before the frame's thread leaves the frame. The next frame's start
+    /// replaces or clears it ([`clear_soon`](Self::clear_soon)).
     pub(crate) fn expect_soon(&self, forecast: Forecast, nanos_per_tick: f64) {
-        if !self.enabled {
+        // Relaxed: the mask of the tick's forecast, which only steers who
+        // looks; a stale one wakes other workers, at worst.
+        let slots = self.inner.tick.slots.load(Ordering::Relaxed);
+        if !self.enabled || forecast.start >= RELATIVE {
             return;
         }
-        // Relaxed: a hint, published by `publish`'s Release store.
-        let slots = self.inner.tick.slots.load(Ordering::Relaxed);
-        self.publish(&self.inner.soon, forecast, slots, nanos_per_tick);
+        let relative = Forecast {
+            start: forecast.start | RELATIVE,
+            ..forecast
+        };
+        self.publish(&self.inner.soon, relative, slots, nanos_per_tick);
+    }
+
+    /// The frame that published a forecast of the next graph's frame
+    /// (`expect_soon`) ends at `now`: from here on the forecast counts from
+    /// `now`, and expires with its look.
+    pub(crate) fn frame_ending(&self, now: u64) {
+        let soon = &self.inner.soon;
+        // Relaxed: the frame's thread that published it reads it back.
+        let start = soon.start.load(Ordering::Relaxed);
+        if start & RELATIVE != 0 {
+            // Release: pairs with the Acquire load in `Published::plan`,
+            // as `publish`'s store (lead, window and slots are unchanged).
+            soon.start
+                .store(now.saturating_add(start & !RELATIVE), Ordering::Release);
+        }
     }
 
     /// No graph's frame is expected within the tick after the starting
@@ -553,6 +611,8 @@ impl NextFrame {
         to.lead.store(lead as u64, Ordering::Relaxed);
         to.window.store(window as u64, Ordering::Relaxed);
         to.slots.store(slots, Ordering::Relaxed);
+        to.nanos_per_tick
+            .store(nanos_per_tick.to_bits(), Ordering::Relaxed);
         self.inner
             .nanos_per_tick
             .store(nanos_per_tick.to_bits(), Ordering::Relaxed);
@@ -623,35 +683,31 @@ impl NextFrame {
         clear(&self.inner.tick);
     }
 
-    /// The loop's measured period in ticks, or infinity before it is
-    /// measured.
-    pub(crate) fn period(&self) -> f64 {
+    /// The loop's measured period in ticks, if it is measured.
+    pub(crate) fn period(&self) -> Option<f64> {
         // Relaxed: a hint (module docs).
-        match f64::from_bits(self.inner.period.load(Ordering::Relaxed)) {
-            period if period > 0.0 => period,
-            _ => f64::INFINITY,
-        }
+        let period = f64::from_bits(self.inner.period.load(Ordering::Relaxed));
+        (period > 0.0).then_some(period)
     }
 
     /// What worker slot `slot`, out of work at tick `now`, should do: `None`
-    /// to park for good. Of the tick's forecast and the next graph's
-    /// (`expect_soon`), the one that starts first, of those whose look has
-    /// not passed.
-    pub(crate) fn plan(&self, slot: usize, now: u64) -> Option<EarlyPlan> {
+    /// to park for good. Of the tick's forecast and, with
+    /// [`Forecasts::Any`], the next graph's (`expect_soon`), the one that
+    /// starts first, of those whose look has not passed.
+    pub(crate) fn plan(&self, slot: usize, now: u64, forecasts: Forecasts) -> Option<EarlyPlan> {
         let inner = &*self.inner;
-        // Relaxed: a hint, published with the forecasts (`publish`).
+        // Relaxed: a hint; the clock's rate changes little between frames.
         let nanos_per_tick = f64::from_bits(inner.nanos_per_tick.load(Ordering::Relaxed));
         let oversleep = self.oversleep(nanos_per_tick);
-        [
-            (&inner.tick, Timing::Absolute),
-            (&inner.soon, Timing::Relative),
-        ]
-        .into_iter()
-        .filter_map(|(published, timing)| {
-            published.plan(slot, now, timing, oversleep, nanos_per_tick)
-        })
-        .min_by_key(|&(start, _)| start)
-        .map(|(_, plan)| plan)
+        let soon = (forecasts == Forecasts::Any).then_some((&inner.soon, LookFor::NextGraph));
+        [(&inner.tick, LookFor::Tick)]
+            .into_iter()
+            .chain(soon)
+            .filter_map(|(published, looking_for)| {
+                published.plan(slot, now, looking_for, oversleep)
+            })
+            .min_by_key(|&(start, _)| start)
+            .map(|(_, plan)| plan)
     }
 
     /// A timed park meant to end at `wake_at` ended at `now` (ticks).
@@ -779,17 +835,27 @@ mod tests {
         };
         // One tick a nanosecond; oversleep not measured yet.
         early.expect(forecast, 0b10, 1.0);
-        assert_eq!(early.plan(0, 0), None, "slot 0 took no part");
-        let plan = early.plan(1, 0).expect("slot 1 took part");
+        assert_eq!(
+            early.plan(0, 0, Forecasts::Any),
+            None,
+            "slot 0 took no part"
+        );
+        let plan = early.plan(1, 0, Forecasts::Any).expect("slot 1 took part");
         let lead = (LEAD_FLOOR_NANOS + INITIAL_OVERSLEEP_NANOS) as u64;
         assert_eq!(plan.wake_at, 1_000_000 - lead);
         assert_eq!(plan.sleep, Some(Duration::from_nanos(1_000_000 - lead)));
         assert_eq!(plan.look_until, 1_000_000 + WINDOW_FLOOR_NANOS as u64);
-        let late = early.plan(1, 999_000).expect("inside the lead");
+        let late = early
+            .plan(1, 999_000, Forecasts::Any)
+            .expect("inside the lead");
         assert_eq!((late.sleep, late.wake_at), (None, 999_000));
-        assert_eq!(early.plan(1, plan.look_until), None, "the window passed");
+        assert_eq!(
+            early.plan(1, plan.look_until, Forecasts::Any),
+            None,
+            "the window passed"
+        );
         early.clear();
-        assert_eq!(early.plan(1, 0), None, "cleared");
+        assert_eq!(early.plan(1, 0, Forecasts::Any), None, "cleared");
     }
 
     /// A forecast of the next graph's frame within the tick comes first,
@@ -815,11 +881,31 @@ mod tests {
             },
             1.0,
         );
-        let soon = early.plan(0, 5).expect("a forecast");
+        let soon = early.plan(0, 5, Forecasts::Any).expect("a forecast");
         assert_eq!(soon.look_until, 1_000_005 + WINDOW_FLOOR_NANOS as u64);
-        early.clear_soon();
-        let tick = early.plan(0, 5).expect("the tick's");
+        assert_eq!(soon.looking_for, LookFor::NextGraph);
+        let tick = early.plan(0, 5, Forecasts::TickOnly).expect("the tick's");
         assert_eq!(tick.look_until, 10_000_000 + WINDOW_FLOOR_NANOS as u64);
+        assert_eq!(tick.looking_for, LookFor::Tick);
+        // The frame ends at 100: from then on the forecast counts from
+        // there, and expires with its look.
+        early.frame_ending(100);
+        let soon = early.plan(0, 500_000, Forecasts::Any).expect("a forecast");
+        assert_eq!(soon.look_until, 1_000_100 + WINDOW_FLOOR_NANOS as u64);
+        let after = early
+            .plan(0, soon.look_until, Forecasts::Any)
+            .expect("the tick's");
+        assert_eq!(after.looking_for, LookFor::Tick);
+        early.expect_soon(
+            Forecast {
+                start: 1_000_000,
+                jitter,
+            },
+            1.0,
+        );
+        early.clear_soon();
+        let tick = early.plan(0, 5, Forecasts::Any).expect("the tick's");
+        assert_eq!(tick.looking_for, LookFor::Tick);
         let never = NextFrame::new(EarlyWake::Never);
         never.expect_soon(
             Forecast {
@@ -828,7 +914,7 @@ mod tests {
             },
             1.0,
         );
-        assert_eq!(never.plan(0, 0), None);
+        assert_eq!(never.plan(0, 0, Forecasts::Any), None);
     }
 
     #[test]
@@ -842,7 +928,7 @@ mod tests {
         for _ in 0..40 {
             early.record_oversleep(0, 10_000);
         }
-        let plan = early.plan(0, 0).unwrap();
+        let plan = early.plan(0, 0, Forecasts::Any).unwrap();
         let lead = LEAD_FLOOR_NANOS as u64 + 10_000;
         assert!(plan.wake_at.abs_diff(1_000_000 - lead) < 100, "{plan:?}");
     }
@@ -888,7 +974,7 @@ mod tests {
         // The next frame of the same loop is still forecast, so its timed
         // park can measure the oversleep again.
         early.expect(forecast, 1, 1.0);
-        assert!(early.plan(0, 0).is_some());
+        assert!(early.plan(0, 0, Forecasts::Any).is_some());
     }
 
     #[test]
@@ -899,7 +985,7 @@ mod tests {
             jitter: MAX_LOOK_NANOS / 4.0,
         };
         early.expect(forecast, 1, 1.0);
-        assert_eq!(early.plan(0, 0), None);
+        assert_eq!(early.plan(0, 0, Forecasts::Any), None);
     }
 }
 
@@ -1006,7 +1092,7 @@ mod pool_tests {
                     std::hint::spin_loop();
                 }
                 let next_frame = &cx.pool().shared().next_frame;
-                let seen = match next_frame.plan(0, clock::ticks()) {
+                let seen = match next_frame.plan(0, clock::ticks(), Forecasts::Any) {
                     // Relaxed: a test read of the value `plan` just read.
                     Some(_) => next_frame.inner.tick.start.load(Ordering::Relaxed),
                     None => 0,
@@ -1033,7 +1119,7 @@ mod pool_tests {
             let seen: Seen = std::array::from_fn(|_| AtomicU64::new(0));
             graph.run(&pool, &seen).unwrap();
             let next_frame = &pool.shared().next_frame;
-            if next_frame.plan(0, clock::ticks()).is_some() {
+            if next_frame.plan(0, clock::ticks(), Forecasts::Any).is_some() {
                 forecast_frames += 1;
                 // Relaxed: published by the frame's thread, this one.
                 let left = next_frame.inner.tick.start.load(Ordering::Relaxed);
@@ -1074,7 +1160,12 @@ mod pool_tests {
         let mut graph = builder.build().unwrap();
         for _ in 0..12 {
             graph.run(&pool, &()).unwrap();
-            assert_eq!(pool.shared().next_frame.plan(0, clock::ticks()), None);
+            assert_eq!(
+                pool.shared()
+                    .next_frame
+                    .plan(0, clock::ticks(), Forecasts::Any),
+                None
+            );
             std::thread::sleep(Duration::from_millis(4));
         }
         assert_eq!(pool.stats().threads[0].early_wakes, 0);

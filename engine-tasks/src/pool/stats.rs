@@ -75,6 +75,7 @@ pub(crate) struct SlotCounters {
     /// Early wake-ups before a forecast frame (early_wake.rs), and the
     /// nanoseconds spent looking for its work.
     early_wakes: Counter,
+    early_finds: Counter,
     early_wait_nanos: Counter,
     /// Cache lines of the frame's data and code prefetched during those
     /// looks.
@@ -121,8 +122,11 @@ impl SlotCounters {
     /// The slot's owner woke early for a forecast frame, looked for its
     /// work for `looked` and warmed `warmed_lines` lines of its data and
     /// code.
-    pub(crate) fn early_wake(&self, looked: Duration, warmed_lines: usize) {
+    pub(crate) fn early_wake(&self, looked: Duration, warmed_lines: usize, found: bool) {
         self.early_wakes.bump();
+        if found {
+            self.early_finds.bump();
+        }
         self.early_wait_nanos.add(looked.as_nanos() as u64);
         self.warmed_lines.add(warmed_lines as u64);
     }
@@ -133,6 +137,7 @@ impl SlotCounters {
             parks: self.parks.get(),
             unparks: self.unparks.get(),
             early_wakes: self.early_wakes.get(),
+            early_finds: self.early_finds.get(),
             early_wait: Duration::from_nanos(self.early_wait_nanos.get()),
             warmed_lines: self.warmed_lines.get(),
         }
@@ -180,6 +185,10 @@ pub struct ThreadStats {
     /// Times the thread woke on its own just before a frame that a paced
     /// frame loop was expected to start (see [`crate::EarlyWake`]).
     pub early_wakes: u64,
+    /// Of those, the ones whose look found the frame's work: a low share
+    /// says the forecasts miss (the frame came later than the look, or
+    /// not at all).
+    pub early_finds: u64,
     /// Time spent looking for the expected frame's work after those
     /// wake-ups: the CPU that waking early costs.
     pub early_wait: Duration,

@@ -23,6 +23,7 @@
 use super::worker::{with_current, Found, Local};
 use crate::clock;
 use crate::lane::Lane;
+use crate::pool::early_wake::{Forecasts, LookFor};
 use crate::pool::registry::{HelperWaker, Shared};
 use crate::sync::helpers::HelperId;
 use crate::sync::latch::{Latch, Waiter};
@@ -132,8 +133,12 @@ impl Local<'_> {
             // before it, then look for its work (early_wake.rs). Twice at
             // most: a look for the next graph's frame within the tick that
             // found nothing passes on to the next tick's.
-            for _ in 0..2 {
-                let Some(plan) = self.shared.next_frame.plan(self.index, clock::ticks()) else {
+            for forecasts in [Forecasts::Any, Forecasts::TickOnly] {
+                let Some(plan) = self
+                    .shared
+                    .next_frame
+                    .plan(self.index, clock::ticks(), forecasts)
+                else {
                     break;
                 };
                 if let Some(timeout) = plan.sleep {
@@ -154,17 +159,20 @@ impl Local<'_> {
                     }
                 }
                 let started = std::time::Instant::now();
-                // The look warms the frame's data and code meanwhile
-                // (early_wake.rs).
-                let mut warming = self
-                    .shared
-                    .next_frame
-                    .warming(self.shared.frame_thread_spans());
+                // A look for a tick warms the frame's data and code
+                // meanwhile (early_wake.rs).
+                let mut warming = match plan.looking_for {
+                    LookFor::Tick => self
+                        .shared
+                        .next_frame
+                        .warming(self.shared.frame_thread_spans()),
+                    LookFor::NextGraph => Warming::none(),
+                };
                 let look_for = plan.look_until.saturating_sub(clock::ticks());
                 let found = poll(look_for, &|| true, &mut warming);
                 self.slot
                     .counters
-                    .early_wake(started.elapsed(), warming.warmed());
+                    .early_wake(started.elapsed(), warming.warmed(), found.is_some());
                 if let Some(idle) = found {
                     return idle;
                 }

@@ -382,16 +382,29 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// should wait for the next frame before they park (see
     /// [`LINGER_GAP_NANOS`]).
     pub(super) fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
+        let pool_key = pool as *const crate::pool::registry::Shared as usize;
+        if self.gap_pool != pool_key {
+            // Another pool's ends and idle gaps say nothing of this one's.
+            self.gap_pool = pool_key;
+            self.last_end_number = 0;
+            self.gap_estimate = f64::INFINITY;
+            self.gap_jitter = 0.0;
+            self.gap_count = 0;
+            self.idle_starts_seen = u64::MAX;
+        }
         let Some(last_end) = self.last_end_tick else {
             return;
         };
         let followed = pool.frame_gaps.gap_after(self.last_end_number);
         self.followed_by_other = followed.is_some();
         let gap = followed.unwrap_or_else(|| start_tick.saturating_sub(last_end)) as f64;
-        // Weight 1/8, as the loop's own jitter (`early_wake.rs`); from the
-        // second gap on (the estimate starts infinite).
+        // As the loop's own jitter (`early_wake.rs`): plain averages over
+        // the first gaps, then weights of 1/8; from the second gap on (the
+        // estimate starts infinite).
         if self.gap_estimate.is_finite() {
-            self.gap_jitter += ((gap - self.gap_estimate).abs() - self.gap_jitter) / 8.0;
+            self.gap_count = self.gap_count.saturating_add(1);
+            let n = f64::from(self.gap_count.min(8));
+            self.gap_jitter += ((gap - self.gap_estimate).abs() - self.gap_jitter) / n;
         }
         // Falls at once, rises smoothly: a loop that resumes back-to-back
         // frames after a pause (a loading screen) lingers from its next
@@ -418,17 +431,24 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// just before it, instead of for good (`NextFrame::expect_soon`);
     /// otherwise clears what an earlier frame told it. Set at the start,
     /// since a worker may run out of work before the frame's thread leaves
-    /// the frame. Not for a gap longer than a quarter of the loop's period
-    /// (the next tick's frame, which the tick's forecast covers), nor for
-    /// one that wanders by more than a quarter of itself (the look, four
-    /// times the jitter and more, would last about as long as the gap).
+    /// the frame. Not for a gap longer than a quarter of the loop's measured
+    /// period (the next tick's frame, which the tick's forecast covers),
+    /// nor before four gaps were measured, nor for one that wanders by more
+    /// than a quarter of itself (the look, four times the jitter and more,
+    /// would last about as long as the gap).
     pub(super) fn forecast_next_graph(&self, pool: &crate::pool::registry::Shared) {
+        use crate::pool::early_wake::{EARLY_SHARE, MIN_INTERVALS};
         let nanos_per_tick = self.rate.nanos_per_tick();
         let gap = self.gap_estimate;
+        let within_tick = pool
+            .next_frame
+            .period()
+            .is_some_and(|period| gap <= EARLY_SHARE * period);
         if !self.followed_by_other
+            || !within_tick
+            || self.gap_count < MIN_INTERVALS
             || gap < LINGER_GAP_NANOS / nanos_per_tick
-            || gap > pool.next_frame.period() / 4.0
-            || self.gap_jitter > gap / 4.0
+            || self.gap_jitter > EARLY_SHARE * gap
         {
             pool.next_frame.clear_soon();
             return;

@@ -870,3 +870,48 @@ fn a_second_graph_after_the_sleep_prefetches() {
         assert_eq!(second.runtime.shared_mut().inputs.caches, Caches::Warm);
     }
 }
+
+/// A graph that is the only one of its paced loop never leaves a forecast
+/// of another graph's frame within the tick (`NextFrame::expect_soon`):
+/// after each of its shared frames the worker plans for the next tick
+/// only.
+#[test]
+fn a_single_graph_loop_forecasts_no_second_graph() {
+    use crate::pool::early_wake::{Forecasts, LookFor};
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<()>::builder();
+    for chain in 0..2 {
+        for link in 0..4 {
+            let node = b.node(format!("c{chain}-{link}"), Lane::FrameCritical, |_| {
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_micros(100) {
+                    std::hint::spin_loop();
+                }
+            });
+            if link > 0 {
+                node.after([format!("c{chain}-{}", link - 1)]);
+            }
+        }
+    }
+    let mut graph = b.build().unwrap();
+    let mut shared = 0;
+    for _ in 0..12 {
+        std::thread::sleep(Duration::from_millis(2));
+        let stats = graph.run(&pool, &()).unwrap();
+        if stats.sharing() != FrameSharing::Alone {
+            shared += 1;
+        }
+        let plan = pool
+            .shared()
+            .next_frame
+            .plan(0, crate::clock::ticks(), Forecasts::Any);
+        assert!(
+            plan.is_none_or(|plan| plan.looking_for == LookFor::Tick),
+            "{plan:?}"
+        );
+    }
+    assert!(
+        shared > 0,
+        "no frame was shared: the check above saw nothing"
+    );
+}
