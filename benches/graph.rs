@@ -34,7 +34,7 @@ use criterion::{
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, threads, GlobalQueueDag,
-    GlobalQueuePool, Pacing, RayonDag, Work,
+    GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
 };
 use std::time::Duration;
 
@@ -182,29 +182,36 @@ fn dag256_paced(c: &mut Criterion) {
             group.sample_size(50);
             group.warm_up_time(frame_estimate * 20);
             group.measurement_time(frame_estimate * 100);
-            let pacing = *pacing;
+            // One pacer per runner, for all its samples (`paced_iters`).
+            let pacer = || Pacer::new(*pacing);
+            let mut p = pacer();
             group.bench_function("engine-tasks", |b| {
                 b.iter_custom(|iters| {
-                    paced_iters(pacing, iters, || {
+                    paced_iters(&mut p, iters, || {
                         graph.run(&pool, &()).unwrap();
                     })
                 })
             });
+            let mut p = pacer();
             group.bench_function("bevy-multi-threaded", |b| {
-                b.iter_custom(|iters| paced_iters(pacing, iters, || schedule.run(&mut world)))
+                b.iter_custom(|iters| paced_iters(&mut p, iters, || schedule.run(&mut world)))
             });
+            let mut p = pacer();
             group.bench_function("bevy-single-threaded", |b| {
-                b.iter_custom(|iters| paced_iters(pacing, iters, || single.run(&mut single_world)))
+                b.iter_custom(|iters| paced_iters(&mut p, iters, || single.run(&mut single_world)))
             });
+            let mut p = pacer();
             group.bench_function("rayon-scope", |b| {
-                b.iter_custom(|iters| paced_iters(pacing, iters, || rayon_dag.run(&rayon)))
+                b.iter_custom(|iters| paced_iters(&mut p, iters, || rayon_dag.run(&rayon)))
             });
+            let mut p = pacer();
             group.bench_function("global-queue", |b| {
-                b.iter_custom(|iters| paced_iters(pacing, iters, || global_dag.run(&global)))
+                b.iter_custom(|iters| paced_iters(&mut p, iters, || global_dag.run(&global)))
             });
+            let mut p = pacer();
             group.bench_function("sequential", |b| {
                 b.iter_custom(|iters| {
-                    paced_iters(pacing, iters, || work.iter().for_each(|w| w.run()))
+                    paced_iters(&mut p, iters, || work.iter().for_each(|w| w.run()))
                 })
             });
             group.finish();

@@ -42,7 +42,7 @@ use engine_tasks::graph::Resources;
 use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_builder_of, graph_of,
-    init_bevy_pool, paced_iters, static_names, threads, GatedShared, NodeSet, Pacing, Work,
+    init_bevy_pool, paced_iters, static_names, threads, GatedShared, NodeSet, Pacer, Pacing, Work,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -89,8 +89,10 @@ fn bench(
     pacing: Pacing,
     mut frame: impl FnMut(),
 ) {
+    // One pacer for all the runner's samples (`paced_iters`).
+    let mut pacer = Pacer::new(pacing);
     group.bench_function(name, |b| {
-        b.iter_custom(|iters| paced_iters(pacing, iters, &mut frame))
+        b.iter_custom(|iters| paced_iters(&mut pacer, iters, &mut frame))
     });
 }
 

@@ -477,9 +477,15 @@ impl Pacer {
 }
 
 /// Times `frame` alone, `iters` times, each after a sleep until the next
-/// tick of `pacing` (for criterion's `iter_custom`).
-pub fn paced_iters(pacing: Pacing, iters: u64, mut frame: impl FnMut()) -> std::time::Duration {
-    let mut pacer = Pacer::new(pacing);
+/// tick of `pacer` (for criterion's `iter_custom`).
+///
+/// The pacer lives as long as the benchmark, not one call: criterion runs
+/// a paced sample as one frame or a few, and a pacer started anew in each
+/// call put each frame a period after the last call's return, off the
+/// loop's grid of ticks by criterion's own bookkeeping in between. A game
+/// loop keeps its grid, and a frame loop timed by it (the engine's early
+/// wake-ups, `pool/early_wake.rs`) should see the same.
+pub fn paced_iters(pacer: &mut Pacer, iters: u64, mut frame: impl FnMut()) -> std::time::Duration {
     let mut total = std::time::Duration::ZERO;
     for _ in 0..iters {
         pacer.wait();
