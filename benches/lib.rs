@@ -474,6 +474,21 @@ impl Pacer {
         self.next = (self.next + period).max(now);
         std::thread::sleep(self.next - now);
     }
+
+    /// Sleeps until the next tick of the grid that is still ahead, as a
+    /// vsync wait does: a tick missed while the caller was busy elsewhere
+    /// is skipped, not run at once (back to back: returns at once).
+    pub fn wait_for_grid(&mut self) {
+        let Some(period) = self.period else { return };
+        let now = std::time::Instant::now();
+        self.next += period;
+        if self.next <= now {
+            let behind = (now - self.next).as_nanos();
+            let missed = behind / period.as_nanos() + 1;
+            self.next += period * missed as u32;
+        }
+        std::thread::sleep(self.next - now);
+    }
 }
 
 /// Times `frame` alone, `iters` times, each after a sleep until the next
@@ -484,11 +499,13 @@ impl Pacer {
 /// call put each frame a period after the last call's return, off the
 /// loop's grid of ticks by criterion's own bookkeeping in between. A game
 /// loop keeps its grid, and a frame loop timed by it (the engine's early
-/// wake-ups, `pool/early_wake.rs`) should see the same.
+/// wake-ups, `pool/early_wake.rs`) should see the same. A tick that
+/// criterion's bookkeeping overran is skipped ([`Pacer::wait_for_grid`]),
+/// so that no frame runs without a sleep before it.
 pub fn paced_iters(pacer: &mut Pacer, iters: u64, mut frame: impl FnMut()) -> std::time::Duration {
     let mut total = std::time::Duration::ZERO;
     for _ in 0..iters {
-        pacer.wait();
+        pacer.wait_for_grid();
         let start = std::time::Instant::now();
         frame();
         total += start.elapsed();
