@@ -147,10 +147,8 @@ pub(super) struct Runtime<C: ?Sized> {
     /// pool's next one (ticks), for [`LINGER_GAP_NANOS`].
     last_end_tick: Option<u64>,
     last_end_number: u64,
-    /// The smoothed deviation of that gap from its estimate (ticks), and
-    /// whether the last one ended at another graph's frame.
+    /// The smoothed deviation of that gap from its estimate (ticks).
     gap_jitter: f64,
-    followed_by_other: bool,
     /// Gaps measured (for the jitter's plain averages at first), and the
     /// pool they were measured on (its address).
     gap_count: u32,
@@ -248,7 +246,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             last_end_tick: None,
             last_end_number: 0,
             gap_jitter: 0.0,
-            followed_by_other: false,
             gap_count: 0,
             gap_pool: 0,
             idle_starts_seen: 0,
@@ -443,8 +440,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
-        self.update_linger(pool_shared, start_tick);
-        self.forecast_next_graph(pool_shared);
+        let followed_by_other = self.update_linger(pool_shared, start_tick);
+        self.forecast_next_graph(pool_shared, followed_by_other);
         let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);

@@ -496,22 +496,7 @@ mod loom_models {
     /// not, and after the waker is done.
     #[test]
     fn a_timed_out_park_never_keeps_a_narrowed_mask() {
-        loom::model(|| {
-            let parker = Arc::new(Parker::new());
-            parker.placement().register_current_thread();
-            let waker = {
-                let parker = parker.clone();
-                thread::spawn(move || parker.unpark())
-            };
-            let woken = parker.park_timeout(std::time::Duration::from_millis(1));
-            assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
-            waker.join().unwrap();
-            if woken == Woken::TimedOut {
-                // The waker's permit is still there.
-                parker.park();
-            }
-            assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
-        });
+        timed_park_with_a_waker(SelfSteer::No);
     }
 
     /// An owner that moves its own wake-up off a CPU before a timed park
@@ -522,16 +507,34 @@ mod loom_models {
     /// ends.
     #[test]
     fn a_self_steered_timed_park_gives_the_whole_mask_back() {
-        loom::model(|| {
+        timed_park_with_a_waker(SelfSteer::OffCpu1);
+    }
+
+    /// Whether the owner steers itself before its timed park.
+    #[derive(Clone, Copy, PartialEq)]
+    enum SelfSteer {
+        No,
+        OffCpu1,
+    }
+
+    /// The owner parks with a timeout while a waker unparks it; with
+    /// `self_steer`, it first moves its own wake-up off CPU 1 and restores
+    /// its mask after the park, as `pool/wait.rs` does.
+    fn timed_park_with_a_waker(self_steer: SelfSteer) {
+        loom::model(move || {
             let parker = Arc::new(Parker::new());
             parker.placement().register_current_thread();
             let waker = {
                 let parker = parker.clone();
                 thread::spawn(move || parker.unpark())
             };
-            parker.placement().steer_self_off(1);
+            if self_steer == SelfSteer::OffCpu1 {
+                parker.placement().steer_self_off(1);
+            }
             let woken = parker.park_timeout(std::time::Duration::from_millis(1));
-            parker.placement().restore();
+            if self_steer == SelfSteer::OffCpu1 {
+                parker.placement().restore();
+            }
             assert_eq!(parker.placement().modelled(), super::os::MODEL_ALL);
             waker.join().unwrap();
             if woken == Woken::TimedOut {

@@ -380,8 +380,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// frame (this one, or another graph's that began in between:
     /// `pool/frame_gaps.rs`) and tells the pool how long its idle threads
     /// should wait for the next frame before they park (see
-    /// [`LINGER_GAP_NANOS`]).
-    pub(super) fn update_linger(&mut self, pool: &crate::pool::registry::Shared, start_tick: u64) {
+    /// [`LINGER_GAP_NANOS`]). Whether that next frame was another graph's.
+    pub(super) fn update_linger(
+        &mut self,
+        pool: &crate::pool::registry::Shared,
+        start_tick: u64,
+    ) -> bool {
         let pool_key = pool as *const crate::pool::registry::Shared as usize;
         if self.gap_pool != pool_key {
             // Another pool's ends and idle gaps say nothing of this one's.
@@ -393,10 +397,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
             self.idle_starts_seen = u64::MAX;
         }
         let Some(last_end) = self.last_end_tick else {
-            return;
+            return false;
         };
         let followed = pool.frame_gaps.gap_after(self.last_end_number);
-        self.followed_by_other = followed.is_some();
         let gap = followed.unwrap_or_else(|| start_tick.saturating_sub(last_end)) as f64;
         // As the loop's own jitter (`early_wake.rs`): plain averages over
         // the first gaps, then weights of 1/8; from the second gap on (the
@@ -421,6 +424,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             0
         };
         pool.set_linger_ticks(linger);
+        followed.is_some()
     }
 
     /// As a frame starts: if another graph's frame followed this graph's
@@ -436,7 +440,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// nor before four gaps were measured, nor for one that wanders by more
     /// than a quarter of itself (the look, four times the jitter and more,
     /// would last about as long as the gap).
-    pub(super) fn forecast_next_graph(&self, pool: &crate::pool::registry::Shared) {
+    /// `followed_by_other`: what `update_linger` found of the last frame.
+    pub(super) fn forecast_next_graph(
+        &self,
+        pool: &crate::pool::registry::Shared,
+        followed_by_other: bool,
+    ) {
         use crate::pool::early_wake::{EARLY_SHARE, MIN_INTERVALS};
         let nanos_per_tick = self.rate.nanos_per_tick();
         let gap = self.gap_estimate;
@@ -444,7 +453,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .next_frame
             .period()
             .is_some_and(|period| gap <= EARLY_SHARE * period);
-        if !self.followed_by_other
+        if !followed_by_other
             || !within_tick
             || self.gap_count < MIN_INTERVALS
             || gap < LINGER_GAP_NANOS / nanos_per_tick
