@@ -13,9 +13,14 @@
 //! prefetcher brings in nothing that a later read uses.
 //!
 //! The pauses: sleeps as long as the gap before a paced frame at 240, 60
-//! and 30 Hz, shorter sleeps, and a 16 ms busy wait that keeps the thread
-//! on its core: if the lines are gone after the busy wait too, it is the
-//! core's other work that evicted them, not the sleep's idle state.
+//! and 30 Hz, shorter sleeps, and a 16 ms busy wait, which keeps the
+//! thread running (the scheduler may still move it, or the host run
+//! something else on its core): lines gone after the busy wait too were
+//! evicted by other work, not by the sleep's idle state. The thread is not
+//! pinned, so a sleep may also end on the other core.
+//!
+//! The working set's size is the span its lines are spread over: half of
+//! it is read (one 64-byte line in every 128 bytes).
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin
 //! cache_after_sleep -- [working set in KiB, default 64] [rounds, default
@@ -60,15 +65,15 @@ impl Chase {
         }
     }
 
-    /// Reads every line once, in the cycle's order; the time per line.
-    fn read(&self) -> Duration {
+    /// Reads every line once, in the cycle's order; nanoseconds per line.
+    fn read(&self) -> f64 {
         let start = Instant::now();
         let mut at = self.first;
         for _ in 0..self.lines {
             at = self.next[at];
         }
         std::hint::black_box(at);
-        start.elapsed() / self.lines as u32
+        start.elapsed().as_secs_f64() * 1e9 / self.lines as f64
     }
 }
 
@@ -120,7 +125,7 @@ fn main() {
         Pause::BusyWait(Duration::from_micros(16_000)),
     ];
     println!(
-        "{kib} KiB read in a random order ({} lines, {STRIDE_BYTES} bytes apart); median of {rounds} rounds",
+        "{kib} KiB spanned by {} lines read in a random order, {STRIDE_BYTES} bytes apart; median of {rounds} rounds",
         chase.lines
     );
     println!("| pause before the read | ns per line |");
@@ -130,7 +135,7 @@ fn main() {
             .map(|_| {
                 chase.read();
                 pause.take();
-                chase.read().as_secs_f64() * 1e9
+                chase.read()
             })
             .collect();
         println!("| {} | {:.1} |", pause.name(), median(times));

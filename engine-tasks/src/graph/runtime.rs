@@ -595,7 +595,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if let Some(ended) = ended {
             self.rate.observe(ended, end_tick);
         }
-        // From the clock while the rate is a guess (the first frames; then
+        // From the clock until the rate is measured (the first frames; then
         // every reading is taken), and whenever both readings were taken;
         // from the ticks otherwise (none, if they went back).
         let wall = match (start.started, ended) {
