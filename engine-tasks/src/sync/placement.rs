@@ -368,16 +368,25 @@ mod tests {
             .collect()
     }
 
+    /// The test thread's CPUs, or `None` (and a note) if it has fewer than
+    /// two: the steering tests need a CPU to steer off.
+    fn two_cpus_or_skip() -> Option<Vec<usize>> {
+        let cpus = own_affinity();
+        if cpus.len() < 2 {
+            eprintln!("skipped: needs two CPUs in the test's affinity mask");
+            return None;
+        }
+        Some(cpus)
+    }
+
     /// A registered thread woken by a thread on CPU `c` starts on another
     /// CPU, and has its whole mask back when `park` returns. Deterministic:
     /// the kernel must honour the narrowed mask at the wake-up.
     #[test]
     fn a_woken_thread_starts_off_the_wakers_cpu_and_gets_its_mask_back() {
-        let cpus = own_affinity();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs two CPUs in the test's affinity mask");
+        let Some(cpus) = two_cpus_or_skip() else {
             return;
-        }
+        };
         let parker = Arc::new(Parker::new());
         let woke_on = Arc::new(AtomicI32::new(-1));
         let (p, w) = (parker.clone(), woke_on.clone());
@@ -427,11 +436,9 @@ mod tests {
     /// is moved at once.
     #[test]
     fn a_self_steer_leaves_out_one_cpu_until_restored() {
-        let cpus = own_affinity();
-        if cpus.len() < 2 {
-            eprintln!("skipped: needs two CPUs in the test's affinity mask");
+        let Some(cpus) = two_cpus_or_skip() else {
             return;
-        }
+        };
         std::thread::spawn(move || {
             let placement = Placement::new();
             placement.register_current_thread();
