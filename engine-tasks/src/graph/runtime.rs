@@ -35,7 +35,8 @@
 //! borrowed frame data, the pool handle and the graph itself outlive every
 //! access a task makes to them. A frame run alone (`alone.rs`) touches the
 //! latch only if it hands over, and then first counts down the sinks that
-//! already ran. In a planned frame the latch also holds one count per
+//! already ran. In a planned frame each walker counts down the sinks it
+//! ran as it leaves its walk, and the latch also holds one count per
 //! helper task, which each gives back as its last touch of the graph; the
 //! frame's thread runs any helper task still queued once its own walk is
 //! over, so the frame never waits for a worker that did not start its

@@ -16,7 +16,7 @@
 //! | `latch` | completion latch, and who to wake when it is set |
 //! | `credit` | scope credit: batched completions of scope tasks |
 //! | `countdown` | a graph node's dependency countdown across frames |
-//! | `node_marks` | a planned frame's claimed and finished marks |
+//! | `node_marks` | a planned frame's claim and finish marks |
 //! | `gate` | the submission gate that makes shutdown lose no task |
 //! | `helpers` | outside threads that run a pool's work while it has no thread |
 //! | `frame_gate` | a yes-or-no answer worked out once per frame (a set's run conditions) |

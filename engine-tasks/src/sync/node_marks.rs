@@ -5,10 +5,10 @@
 //! # Marks
 //!
 //! Each thread walks its own list of the plan. Before it runs a node it
-//! checks that every dependency's `finished` mark shows this frame
+//! checks that every dependency's [`FinishMark`] shows this frame
 //! (Acquire, pairing with the Release that set it, so the node sees its
-//! dependencies' effects), then claims the node with one swap of the
-//! `claimed` mark to the frame's epoch. A dependency that the same thread
+//! dependencies' effects), then claims the node with one swap of its
+//! [`ClaimMark`] to the frame's epoch. A dependency that the same thread
 //! ran just before may still be unmarked: the walker claims its next node
 //! before it marks the one that ran (`Shared::claim_next`), and program
 //! order gives it that one's effects. A thread whose own next node is
@@ -19,70 +19,43 @@
 //! as unset, and the frame's thread does not write every node's line at
 //! frame start (see `countdown.rs` for what that cost).
 //!
-//! The owner's claim is usually of a line it wrote itself in the frames
-//! before (plans stay put between re-sorts), so it stays in its core's
-//! cache; a `finished` mark moves to the other core only when a node there
-//! depends on it, once per edge between the lists.
+//! # Where the marks live
 //!
-//! # Sleeping walkers
+//! A finish mark sits in its node's padded state, which only the threads
+//! that run the node and its successors touch: it moves to another core
+//! once per edge between the lists.
 //!
-//! A walker that finds nothing ready for a while sleeps, and whoever
-//! finishes a node next wakes it. This is the flag-and-recheck pair of two
-//! fences:
-//!
-//! - finisher: set `finished` (Release), [`fence::light`], read the
-//!   [`Sleepers`] bits;
-//! - sleeper: set its bit, [`fence::heavy`], read the marks again, and
-//!   sleep only if they show nothing new.
-//!
-//! Either the finisher's read sees the bit and wakes the sleeper, or the
-//! sleeper's re-read sees the mark. The frequent side (every node) pays a
-//! compiler fence and a load; the rare side (a walker about to sleep) pays
-//! the expensive fence (`fence.rs`).
+//! Claim marks sit apart, in plan order ([`ClaimMarks`]): each list's
+//! marks fill lines of their own, so the walker that owns a list swaps
+//! marks on lines its own core holds. Only a walker that looks past its
+//! own list (for a ready head of another, or when every head waits)
+//! reads another list's line. When both marks shared the node's line,
+//! the owner's swap found that line shared with the other core, which had
+//! read the finish mark for a successor, and waited for it to be
+//! invalidated. A locked instruction also waits for every earlier store
+//! of its core to leave the store buffer. On the 2-core development VM the
+//! separate lines ended 1 µs frames of the 256-node benchmark graph
+//! 4.8-6.0 µs sooner back to back and 2.6-3.7 µs sooner at 60 Hz, in
+//! in-process A/B runs (the layout chosen at random per frame;
+//! `docs/performance.md`).
 
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::fence;
 
-/// A node's marks; see the module docs.
-pub(crate) struct NodeMarks {
-    claimed: AtomicU64,
-    finished: AtomicU64,
-}
+/// Whether a node finished in a frame; see the module docs.
+pub(crate) struct FinishMark(AtomicU64);
 
-impl NodeMarks {
+impl FinishMark {
     pub(crate) fn new() -> Self {
-        NodeMarks {
-            claimed: AtomicU64::new(0),
-            finished: AtomicU64::new(0),
-        }
-    }
-
-    /// Claims the node for frame `epoch`; `true` for the one caller that
-    /// runs it.
-    #[inline]
-    pub(crate) fn claim(&self, epoch: u64) -> bool {
-        // Relaxed: only the swap's atomicity matters (one winner). The
-        // winner saw the dependencies' marks with Acquire before (or ran
-        // the one not yet marked itself, `claim_next`), and the node's
-        // effects of earlier frames are ordered by the frame boundary (the
-        // frame's end acquires every thread's last mark; its next start
-        // publishes the helper tasks with Release).
-        self.claimed.swap(epoch, Ordering::Relaxed) != epoch
-    }
-
-    /// Whether the node was claimed in frame `epoch` (by anyone).
-    #[inline]
-    pub(crate) fn is_claimed(&self, epoch: u64) -> bool {
-        // Relaxed: a hint to skip the node; `claim` decides.
-        self.claimed.load(Ordering::Relaxed) == epoch
+        FinishMark(AtomicU64::new(0))
     }
 
     /// Whether the node finished in frame `epoch`; if so, its effects are
     /// visible to the caller.
     #[inline]
     pub(crate) fn is_finished(&self, epoch: u64) -> bool {
-        // Acquire: pairs with the Release in `finish`/`finish_and_check`.
-        self.finished.load(Ordering::Acquire) == epoch
+        // Acquire: pairs with the Release in `finish`.
+        self.0.load(Ordering::Acquire) == epoch
     }
 
     /// Marks the node finished in frame `epoch`; returns the bits of the
@@ -91,12 +64,110 @@ impl NodeMarks {
     pub(crate) fn finish(&self, epoch: u64, sleepers: &Sleepers) -> u32 {
         // Release: publishes the node's effects (and its poison marks on
         // successors) to whoever sees the mark.
-        self.finished.store(epoch, Ordering::Release);
+        self.0.store(epoch, Ordering::Release);
         // Pairs with the heavy fence in `Sleepers::announce`.
         fence::light();
         // Acquire: pairs with the Release of `announce`'s `fetch_or`, so
         // the caller sees what the sleeper wrote before (where to wake it).
         sleepers.0.load(Ordering::Acquire)
+    }
+}
+
+/// Which frame last claimed a node; see the module docs.
+pub(crate) struct ClaimMark(AtomicU64);
+
+impl ClaimMark {
+    fn new() -> Self {
+        ClaimMark(AtomicU64::new(0))
+    }
+
+    /// Claims the node for frame `epoch`; `true` for the one caller that
+    /// runs it.
+    #[inline]
+    pub(crate) fn claim(&self, epoch: u64) -> bool {
+        // Relaxed: only the swap's atomicity matters (one winner). The
+        // winner saw the dependencies' finish marks with Acquire before (or
+        // ran the one not yet marked itself, `claim_next`), and the node's
+        // effects of earlier frames are ordered by the frame boundary (the
+        // frame's end acquires every thread's last mark; its next start
+        // publishes the helper tasks with Release).
+        self.0.swap(epoch, Ordering::Relaxed) != epoch
+    }
+
+    /// Whether the node was claimed in frame `epoch` (by anyone).
+    #[inline]
+    pub(crate) fn is_claimed(&self, epoch: u64) -> bool {
+        // Relaxed: a hint to skip the node; `claim` decides.
+        self.0.load(Ordering::Relaxed) == epoch
+    }
+}
+
+/// Claim marks per line: a line of 128 bytes, the pair of 64-byte lines
+/// that x86's adjacent-line prefetcher fetches together.
+const MARKS_PER_LINE: usize = 16;
+
+/// One line of claim marks.
+#[repr(align(128))]
+struct ClaimLine([ClaimMark; MARKS_PER_LINE]);
+
+/// The claim marks of a plan's lists, list after list, each list starting
+/// on a line of its own (module docs). Laid out again by
+/// [`lay_out`](Self::lay_out) whenever the plan changes, in the memory
+/// held: the marks' epochs are of earlier frames, so a mark that now
+/// stands for another node reads as unclaimed. [`resize`](Self::resize)
+/// unsets them all, as a rebuild does every node's state.
+pub(crate) struct ClaimMarks {
+    lines: Vec<ClaimLine>,
+    /// List `t`'s marks start at line `first_line[t]`.
+    first_line: Vec<u32>,
+}
+
+impl ClaimMarks {
+    /// No marks; allocates nothing.
+    pub(crate) fn new() -> Self {
+        ClaimMarks {
+            lines: Vec::new(),
+            first_line: Vec::new(),
+        }
+    }
+
+    /// Room for `nodes` nodes in up to `lists` lists, every mark unset, in
+    /// the memory held if it is enough (a graph rebuilt at the same size).
+    pub(crate) fn resize(&mut self, nodes: usize, lists: usize) {
+        // Each list wastes less than a line at its end.
+        let lines = if nodes == 0 {
+            0
+        } else {
+            nodes.div_ceil(MARKS_PER_LINE) + lists
+        };
+        self.lines.truncate(lines);
+        for mark in self.lines.iter_mut().flat_map(|line| line.0.iter_mut()) {
+            *mark = ClaimMark::new();
+        }
+        self.lines.resize_with(lines, || {
+            ClaimLine(std::array::from_fn(|_| ClaimMark::new()))
+        });
+        self.first_line.clear();
+        self.first_line
+            .resize(if nodes == 0 { 0 } else { lists }, 0);
+    }
+
+    /// Places lists of the given lengths, in order (at most the `lists`
+    /// and, together, the `nodes` given to [`resize`](Self::resize)).
+    pub(crate) fn lay_out(&mut self, lengths: impl Iterator<Item = usize>) {
+        let mut line = 0;
+        for (first, length) in self.first_line.iter_mut().zip(lengths) {
+            *first = line as u32;
+            line += length.div_ceil(MARKS_PER_LINE);
+        }
+        debug_assert!(line <= self.lines.len(), "more nodes than room");
+    }
+
+    /// The mark of the node at place `at` of list `list`.
+    #[inline]
+    pub(crate) fn get(&self, list: usize, at: usize) -> &ClaimMark {
+        let line = self.first_line[list] as usize + at / MARKS_PER_LINE;
+        &self.lines[line].0[at % MARKS_PER_LINE]
     }
 }
 
@@ -109,7 +180,7 @@ impl Sleepers {
     }
 
     /// Walker `bit` is about to sleep: after this, re-read the marks (with
-    /// [`NodeMarks::is_finished`]) and sleep only if nothing changed.
+    /// [`FinishMark::is_finished`]) and sleep only if nothing changed.
     pub(crate) fn announce(&self, bit: u32) {
         // Release: publishes what the walker wrote before (see `finish`);
         // the store-load order comes from the fence pair.
@@ -131,23 +202,96 @@ mod tests {
 
     #[test]
     fn one_claim_per_frame_and_marks_of_other_frames_read_as_unset() {
-        let marks = NodeMarks::new();
+        let mut claims = ClaimMarks::new();
+        claims.resize(1, 1);
+        claims.lay_out([1].into_iter());
+        let claim = claims.get(0, 0);
+        let finished = FinishMark::new();
         let sleepers = Sleepers::new();
         for epoch in 1..=3 {
-            assert!(!marks.is_claimed(epoch));
-            assert!(marks.claim(epoch), "frame {epoch}");
-            assert!(!marks.claim(epoch), "frame {epoch}");
-            assert!(marks.is_claimed(epoch));
-            assert!(!marks.is_finished(epoch));
-            assert_eq!(marks.finish(epoch, &sleepers), 0);
-            assert!(marks.is_finished(epoch));
-            assert!(!marks.is_finished(epoch + 1));
+            assert!(!claim.is_claimed(epoch));
+            assert!(claim.claim(epoch), "frame {epoch}");
+            assert!(!claim.claim(epoch), "frame {epoch}");
+            assert!(claim.is_claimed(epoch));
+            assert!(!finished.is_finished(epoch));
+            assert_eq!(finished.finish(epoch, &sleepers), 0);
+            assert!(finished.is_finished(epoch));
+            assert!(!finished.is_finished(epoch + 1));
         }
         sleepers.announce(0);
         sleepers.announce(3);
-        assert_eq!(marks.finish(4, &sleepers), 0b1001);
+        assert_eq!(finished.finish(4, &sleepers), 0b1001);
         sleepers.withdraw(0);
-        assert_eq!(marks.finish(5, &sleepers), 0b1000);
+        assert_eq!(finished.finish(5, &sleepers), 0b1000);
+    }
+
+    /// Every place of every list has a mark of its own, and no line holds
+    /// marks of two lists, whatever the lengths.
+    #[test]
+    fn each_list_has_marks_of_its_own_on_lines_of_its_own() {
+        let mut claims = ClaimMarks::new();
+        claims.resize(100, 4);
+        for lengths in [
+            [100, 0, 0, 0],
+            [1, 33, 16, 50],
+            [25, 25, 25, 25],
+            [0, 0, 99, 1],
+        ] {
+            claims.lay_out(lengths.into_iter());
+            let mut seen = std::collections::HashMap::new();
+            for (list, &length) in lengths.iter().enumerate() {
+                for at in 0..length {
+                    let address = claims.get(list, at) as *const ClaimMark as usize;
+                    assert_eq!(seen.insert(address, list), None, "{lengths:?}");
+                }
+            }
+            for (&address, &list) in &seen {
+                let line = address / 128;
+                assert!(
+                    seen.iter().all(|(&a, &l)| a / 128 != line || l == list),
+                    "{lengths:?}: list {list} shares a line"
+                );
+            }
+        }
+    }
+
+    /// A plan laid out again leaves its marks' old epochs in place: a mark
+    /// now standing for another node reads as unclaimed in the next frame.
+    #[test]
+    fn marks_laid_out_again_read_as_unclaimed_in_the_next_frame() {
+        let mut claims = ClaimMarks::new();
+        claims.resize(40, 2);
+        claims.lay_out([20, 20].into_iter());
+        for at in 0..20 {
+            assert!(claims.get(0, at).claim(1));
+            assert!(claims.get(1, at).claim(1));
+        }
+        claims.lay_out([30, 10].into_iter());
+        for at in 0..30 {
+            assert!(!claims.get(0, at).is_claimed(2));
+            assert!(claims.get(0, at).claim(2));
+        }
+        assert!((0..10).all(|at| claims.get(1, at).claim(2)));
+    }
+
+    /// A rebuilt graph's frames are numbered from 1 again: `resize` unsets
+    /// every mark, in the memory held.
+    #[test]
+    fn resizing_unsets_every_mark_in_the_memory_held() {
+        let mut claims = ClaimMarks::new();
+        assert_eq!(
+            claims.lines.capacity(),
+            0,
+            "an empty plan allocates nothing"
+        );
+        claims.resize(40, 2);
+        claims.lay_out([40, 0].into_iter());
+        assert!((0..40).all(|at| claims.get(0, at).claim(1)));
+        let lines = claims.lines.as_ptr();
+        claims.resize(40, 2);
+        claims.lay_out([40, 0].into_iter());
+        assert_eq!(claims.lines.as_ptr(), lines);
+        assert!((0..40).all(|at| !claims.get(0, at).is_claimed(1)));
     }
 }
 
@@ -168,7 +312,8 @@ mod loom_models {
     /// or `a` after `c`. That is more than `claim_next` does (the helper's
     /// own list holds only `b`).
     struct Frame {
-        marks: [NodeMarks; 3],
+        claims: ClaimMarks,
+        finished: [FinishMark; 3],
         results: [AtomicUsize; 3],
         runs: AtomicUsize,
         sleepers: Sleepers,
@@ -180,10 +325,10 @@ mod loom_models {
     }
 
     fn ready(frame: &Frame, node: usize) -> bool {
-        !frame.marks[node].is_claimed(EPOCH)
+        !frame.claims.get(0, node).is_claimed(EPOCH)
             && deps(node)
                 .iter()
-                .all(|&d| frame.marks[d].is_finished(EPOCH))
+                .all(|&d| frame.finished[d].is_finished(EPOCH))
     }
 
     /// Runs `node` (claimed by this walker) and marks it finished, waking
@@ -200,11 +345,11 @@ mod loom_models {
         frame.results[node].store(1, Ordering::Relaxed);
         frame.runs.fetch_add(1, Ordering::Relaxed);
         let next = claim_next.filter(|&next| {
-            !frame.marks[next].is_claimed(EPOCH)
+            !frame.claims.get(0, next).is_claimed(EPOCH)
                 && deps(next)
                     .iter()
-                    .all(|&d| d == node || frame.marks[d].is_finished(EPOCH))
-                && frame.marks[next].claim(EPOCH)
+                    .all(|&d| d == node || frame.finished[d].is_finished(EPOCH))
+                && frame.claims.get(0, next).claim(EPOCH)
         });
         if next.is_some_and(|next| deps(next).contains(&node)) {
             // Outside the model (a std atomic): counts, over all
@@ -212,7 +357,7 @@ mod loom_models {
             // marked finished yet.
             EARLY_CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let sleeping = frame.marks[node].finish(EPOCH, &frame.sleepers);
+        let sleeping = frame.finished[node].finish(EPOCH, &frame.sleepers);
         let other = 1 - me;
         if sleeping & (1 << other) != 0 {
             frame.parkers[other as usize].unpark();
@@ -226,10 +371,10 @@ mod loom_models {
     /// ready; with `claim_next`, claims a node's successor in `order`
     /// before marking the node finished (`run_claimed`).
     fn walk(frame: &Frame, me: u32, order: [usize; 3], claim_next: bool) {
-        while !frame.marks.iter().all(|m| m.is_claimed(EPOCH)) {
+        while !(0..3).all(|n| frame.claims.get(0, n).is_claimed(EPOCH)) {
             let mut ran = false;
             for (k, &node) in order.iter().enumerate() {
-                if ready(frame, node) && frame.marks[node].claim(EPOCH) {
+                if ready(frame, node) && frame.claims.get(0, node).claim(EPOCH) {
                     let next = order.get(k + 1).copied().filter(|_| claim_next);
                     run_claimed(frame, me, node, next);
                     ran = true;
@@ -239,7 +384,7 @@ mod loom_models {
                 continue;
             }
             frame.sleepers.announce(me);
-            let all_claimed = frame.marks.iter().all(|m| m.is_claimed(EPOCH));
+            let all_claimed = (0..3).all(|n| frame.claims.get(0, n).is_claimed(EPOCH));
             if !all_claimed && !(0..3).any(|n| ready(frame, n)) {
                 frame.parkers[me as usize].park();
             }
@@ -271,7 +416,13 @@ mod loom_models {
     fn walkers_run_each_node_once(claim_next: bool) {
         loom::model(move || {
             let frame = Arc::new(Frame {
-                marks: [NodeMarks::new(), NodeMarks::new(), NodeMarks::new()],
+                claims: {
+                    let mut claims = ClaimMarks::new();
+                    claims.resize(3, 1);
+                    claims.lay_out([3].into_iter());
+                    claims
+                },
+                finished: [FinishMark::new(), FinishMark::new(), FinishMark::new()],
                 results: Default::default(),
                 runs: AtomicUsize::new(0),
                 sleepers: Sleepers::new(),
@@ -285,7 +436,7 @@ mod loom_models {
             helper.join().unwrap();
             // Relaxed: the join ordered the helper's writes.
             assert_eq!(frame.runs.load(Ordering::Relaxed), 3);
-            assert!((0..3).all(|n| frame.marks[n].is_finished(EPOCH)));
+            assert!((0..3).all(|n| frame.finished[n].is_finished(EPOCH)));
         });
         if claim_next {
             // The model took the early claim in some execution.

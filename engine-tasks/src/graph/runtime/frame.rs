@@ -18,7 +18,7 @@ use crate::pool::PoolHandle;
 use crate::sync::countdown::Countdown;
 use crate::sync::frame_gate::Askers;
 use crate::sync::latch::{Latch, Waiter};
-use crate::sync::node_marks::{NodeMarks, Sleepers};
+use crate::sync::node_marks::{FinishMark, Sleepers};
 use crate::sync::prefetch;
 use crate::sync::queue::TaskQueue;
 use crate::sync::task::{Header, TaskRef};
@@ -59,7 +59,10 @@ const TURN_DEPENDENCIES: usize = 4;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum Caches {
     /// Frames back to back: the last frame left it there, and prefetching
-    /// would only cost instructions (a fifth of an empty node's time).
+    /// would only cost instructions (a fifth of an empty node's time);
+    /// walkers of a planned frame still prefetch their next node's
+    /// dependencies' states, which the other core may have just written
+    /// (`Shared::prefetch_turn`).
     Warm,
     /// The pool had an idle gap (a paced loop's sleep) since the graph's
     /// last frame, in which other work may have evicted it: a frame run
@@ -94,9 +97,9 @@ pub(super) struct NodeState {
     /// of a frame that ran alone) `record` asks the plan instead
     /// (`AlonePlan::released_by`); roots keep `NONE`.
     pub(super) released_by: AtomicU32,
-    /// Claimed and finished in planned frames (`planned.rs`), which do not
-    /// touch the countdown.
-    pub(super) marks: NodeMarks,
+    /// Set when the node finished in a planned frame (`planned.rs`), which
+    /// does not touch the countdown; its claim mark is the plan's.
+    pub(super) finished: FinishMark,
 }
 
 impl NodeState {
@@ -104,7 +107,7 @@ impl NodeState {
         NodeState {
             pending: Countdown::new(),
             released_by: AtomicU32::new(NONE),
-            marks: NodeMarks::new(),
+            finished: FinishMark::new(),
         }
     }
 }
@@ -458,32 +461,31 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Prefetches for a walker of a planned frame at place `at` of its
-    /// list: as [`prefetch_ahead`](Self::prefetch_ahead), the state of the
-    /// node [`PREFETCH_AHEAD`] places on, and what the walker's next node
-    /// (at `at`) is checked with as soon as the running one ends
-    /// ([`prefetch_turn`](Self::prefetch_turn)).
+    /// list after an idle gap: as [`prefetch_ahead`](Self::prefetch_ahead),
+    /// and the state of the node [`PREFETCH_AHEAD`] places on.
     #[inline]
     pub(super) fn prefetch_walk(&self, list: &[u32], at: usize) {
         self.prefetch_ahead(list, at);
         if let Some(&ahead) = list.get(at + PREFETCH_AHEAD) {
             self.prefetch_state(ahead);
         }
-        if let Some(&next) = list.get(at) {
-            self.prefetch_turn(next);
-        }
     }
 
     /// Readies what a walker reads when node `index`'s turn comes, one
-    /// node ahead: reads the node's dependency and successor starts and
-    /// its dependency row (read-only arrays), and prefetches the states of
-    /// its first [`TURN_DEPENDENCIES`] dependencies (whether it is ready)
-    /// and the first line of its successor row (whom it releases). The
-    /// prefetches sixteen places ahead (`prefetch_ahead`) do not cover
-    /// these: a dependency's state is written late, by whichever thread
-    /// runs it, and in the development VM's slow stretches lines fetched
-    /// that early seemed lost again before use (`docs/performance.md`).
+    /// node ahead, in every planned frame: reads the node's dependency and
+    /// successor starts and its dependency row (read-only arrays), and
+    /// prefetches the states of its first [`TURN_DEPENDENCIES`]
+    /// dependencies (whether it is ready) and the first line of its
+    /// successor row (whom it releases). The prefetches sixteen places
+    /// ahead (`prefetch_ahead`) do not cover these: a dependency's state is
+    /// written late, by whichever thread runs it, and in the development
+    /// VM's slow stretches lines fetched that early seemed lost again
+    /// before use (`docs/performance.md`). Frames back to back need it too:
+    /// a dependency that ran on the other core left its finish mark's line
+    /// there, in this frame, and the check after the running node then
+    /// waits for it.
     #[inline]
-    fn prefetch_turn(&self, index: u32) {
+    pub(super) fn prefetch_turn(&self, index: u32) {
         for &dependency in self.dependencies_of(index).iter().take(TURN_DEPENDENCIES) {
             // For reading: the thread that runs the dependency may still
             // have its finish mark to write.
@@ -495,10 +497,9 @@ impl<C: ?Sized + Sync> Shared<C> {
     }
 
     /// Asks the CPU to bring node `index`'s state into the cache for a
-    /// write, since a planned walk claims it (a locked swap) and marks it
-    /// finished: a line the other core read in the frame before (a
-    /// dependency's finish mark, a head it looked at) then needs no
-    /// invalidation at the claim.
+    /// write, since a planned walk marks it finished: a line the other core
+    /// read in the frame before (the finish mark, for a successor) is then
+    /// invalidated before the mark's store.
     #[inline]
     pub(super) fn prefetch_state(&self, index: u32) {
         if let Some(state) = self.states.get(index as usize) {

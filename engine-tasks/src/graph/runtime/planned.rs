@@ -13,9 +13,9 @@
 //! queues one helper task per other list; a pool thread that takes one
 //! walks that list.
 //!
-//! Per node a walker checks its dependencies' `finished` marks, claims the
-//! node (one swap on a line its own core usually holds), runs it and marks
-//! it finished (`node_marks.rs`).
+//! Per node a walker checks its dependencies' finish marks, claims the
+//! node (one swap of its claim mark, kept in plan order on lines of the
+//! walker's list alone), runs it and marks it finished (`node_marks.rs`).
 //!
 //! When the next node of the walker's own list is ready but for the node
 //! that just ran (or ready outright), the walker claims it before it marks
@@ -50,11 +50,14 @@
 //! loop's sleep) finds the nodes' lines cold, in an order (the list's) that is not their
 //! order in memory: each walker then prefetches the lines of the node
 //! [`PREFETCH_AHEAD`] places on in its list (node, run record, poison mark,
-//! gate span, and its state for a write, since the walker will claim it)
-//! and the closure and the node's rules half as far,
-//! as a frame run alone does; and, one node ahead, what its next node is
-//! checked with when the running one ends (its dependencies' states and
-//! its successor row: `Shared::prefetch_turn`). In in-process A/B runs on
+//! gate span, and its state for a write, since the walker will mark it
+//! finished) and the closure and the node's rules half as far,
+//! as a frame run alone does. In every frame, cold or not, a walker
+//! prefetches one node ahead what its next node is checked with when the
+//! running one ends (its dependencies' states and its successor row:
+//! `Shared::prefetch_turn`); back to back, that ended frames 2.1 and 3.6
+//! µs sooner in two in-process A/B runs (`docs/performance.md`). In cold
+//! frames, in in-process A/B runs on
 //! the 2-core development VM (set up as for `claim_next` above; figures in
 //! `docs/performance.md`) this ended frames 2.4–6.8 µs sooner in each of
 //! ten runs in which frames took over 160 µs, when the machine was slow,
@@ -68,9 +71,13 @@
 //! once every helper task has started) → *asleep* until
 //! another walker finishes a node (`node_marks.rs`) or work of the lane is
 //! pushed → *walking* again; → *done* when every node is claimed. The
-//! frame's thread then waits for the frame's latch, counted down by the
-//! last sink and by each helper task as its last touch of the graph, as in
-//! any shared frame. A helper that ran a node marks its pool slot first
+//! frame's thread then waits for the frame's latch, counted down once
+//! every sink is counted and by each helper task as its last touch of the
+//! graph, as in any shared frame. A walker counts the sinks it ran as it
+//! leaves, all at once: one read-modify-write of the shared count per
+//! walker, not one per sink on a line both cores write (in-process A/B
+//! runs: frames 0.4–2.8 µs sooner; `docs/performance.md`). No frame ends
+//! sooner for counting earlier: the latch waits for every helper to leave. A helper that ran a node marks its pool slot first
 //! (`helper_slots`), so the frame's end knows who took part (for the early
 //! wake-ups of a paced loop) without reading every node's run record.
 
@@ -78,6 +85,7 @@ use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
 use crate::clock;
 use crate::pool::worker::Local;
+use crate::sync::node_marks::ClaimMarks;
 use crate::sync::prefetch::{Span, MAX_DATA_LINES};
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
@@ -102,6 +110,8 @@ pub(super) struct Schedule {
     lists: usize,
     /// Each node's place in the global order the lists keep.
     placed_at: Vec<u32>,
+    /// Each list's claim marks, in list order.
+    claims: ClaimMarks,
     stale: bool,
     scratch: Scratch,
 }
@@ -132,6 +142,7 @@ impl Schedule {
             start: [0; MAX_LISTS + 1],
             lists: 0,
             placed_at: Vec::new(),
+            claims: ClaimMarks::new(),
             stale: true,
             scratch: Scratch {
                 heap: BinaryHeap::new(),
@@ -164,6 +175,7 @@ impl Schedule {
         scratch.heap.reserve(nodes);
         scratch.placed.clear();
         scratch.placed.reserve(nodes);
+        self.claims.resize(nodes, MAX_LISTS);
         self.start = [0; MAX_LISTS + 1];
         self.lists = 0;
         self.stale = true;
@@ -190,6 +202,11 @@ impl Schedule {
 
     pub(super) fn list(&self, t: usize) -> &[u32] {
         &self.nodes[self.start[t] as usize..self.start[t + 1] as usize]
+    }
+
+    /// The claim mark of the node at place `at` of list `t`.
+    fn claim_mark(&self, t: usize, at: usize) -> &crate::sync::node_marks::ClaimMark {
+        self.claims.get(t, at)
     }
 
     /// Node `index`'s place in the order every list keeps.
@@ -271,6 +288,8 @@ impl Schedule {
             self.nodes[next[t] as usize] = i;
             next[t] += 1;
         }
+        self.claims
+            .lay_out((0..lists).map(|t| (self.start[t + 1] - self.start[t]) as usize));
         self.lists = lists;
         self.stale = false;
     }
@@ -334,6 +353,8 @@ impl<C: ?Sized + Sync> Shared<C> {
         // A node of this walker's list claimed before the last one was
         // marked finished (`claim_next`).
         let mut claimed_next: Option<u32> = None;
+        // The sinks this walker ran, counted down as it leaves (module docs).
+        let mut sinks = 0;
         local.as_a_wait(|| loop {
             let step = match claimed_next.take() {
                 Some(index) => Step::Run(index),
@@ -343,6 +364,9 @@ impl<C: ?Sized + Sync> Shared<C> {
                 Step::Run(index) => {
                     if prefetch {
                         self.prefetch_walk(mine, heads.0[me]);
+                    }
+                    if let Some(&next) = mine.get(heads.0[me]) {
+                        self.prefetch_turn(next);
                     }
                     index
                 }
@@ -361,7 +385,7 @@ impl<C: ?Sized + Sync> Shared<C> {
             ran += 1;
             // Saturating: ticks of two cores out of step may go back.
             busy = busy.saturating_add(end.saturating_sub(start));
-            claimed_next = self.claim_next(mine, &mut heads.0[me], index, frame.epoch);
+            claimed_next = self.claim_next(me, &mut heads.0[me], index, frame.epoch);
             self.runs[index as usize].write(start, end, frame.thread, outcome);
             local.count_inline_run(lane);
             let successors = self.successors_of(index);
@@ -371,18 +395,21 @@ impl<C: ?Sized + Sync> Shared<C> {
                 }
             }
             let sleeping = self.states[index as usize]
-                .marks
+                .finished
                 .finish(frame.epoch, &self.sleepers)
                 & !(1 << me);
             if sleeping != 0 {
                 self.wake_walkers(sleeping, frame);
             }
-            // The frame's latch also waits for every helper to leave, so
-            // the graph outlives this walk.
             if successors.is_empty() {
-                self.finish_sinks(1);
+                sinks += 1;
             }
         });
+        // The frame's latch also waits for every helper to leave, so the
+        // graph outlives this walk.
+        if sinks > 0 {
+            self.finish_sinks(sinks);
+        }
         local.set_lane(outer_lane);
         // Relaxed, both: a helper's count-down of the frame's latch, after
         // this, publishes them to the frame's thread, which adds its own
@@ -405,19 +432,20 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// for another node; it is claimed already (`next_step` moves past
     /// it); another thread won the swap (`head` moved past it here, as in
     /// `next_step`).
-    fn claim_next(&self, list: &[u32], head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
-        let &index = list.get(*head)?;
-        let marks = &self.states[index as usize].marks;
-        let ready = !marks.is_claimed(epoch)
+    fn claim_next(&self, me: usize, head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
+        let schedule = &self.schedule;
+        let &index = schedule.list(me).get(*head)?;
+        let mark = schedule.claim_mark(me, *head);
+        let ready = !mark.is_claimed(epoch)
             && self
                 .dependencies_of(index)
                 .iter()
-                .all(|&d| d == ran || self.states[d as usize].marks.is_finished(epoch));
+                .all(|&d| d == ran || self.states[d as usize].finished.is_finished(epoch));
         if !ready {
             return None;
         }
         *head += 1;
-        marks.claim(epoch).then_some(index)
+        mark.claim(epoch).then_some(index)
     }
 
     /// Claims the next node: the head of list `me` if it is ready, else
@@ -429,8 +457,8 @@ impl<C: ?Sized + Sync> Shared<C> {
             let list = schedule.list(t);
             let head = &mut heads.0[t];
             while let Some(&index) = list.get(*head) {
-                let marks = &self.states[index as usize].marks;
-                if marks.is_claimed(epoch) {
+                let mark = schedule.claim_mark(t, *head);
+                if mark.is_claimed(epoch) {
                     *head += 1;
                     continue;
                 }
@@ -439,7 +467,7 @@ impl<C: ?Sized + Sync> Shared<C> {
                     break;
                 }
                 *head += 1;
-                if marks.claim(epoch) {
+                if mark.claim(epoch) {
                     return Step::Run(index);
                 }
             }
@@ -454,7 +482,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     fn dependencies_finished(&self, index: u32, epoch: u64) -> bool {
         self.dependencies_of(index)
             .iter()
-            .all(|&d| self.states[d as usize].marks.is_finished(epoch))
+            .all(|&d| self.states[d as usize].finished.is_finished(epoch))
     }
 
     /// Whether a head is ready or every node claimed (claims nothing):
@@ -464,10 +492,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         for t in 0..schedule.lists() {
             let list = schedule.list(t);
             let head = &mut heads.0[t];
-            while list
-                .get(*head)
-                .is_some_and(|&i| self.states[i as usize].marks.is_claimed(epoch))
-            {
+            while *head < list.len() && schedule.claim_mark(t, *head).is_claimed(epoch) {
                 *head += 1;
             }
             if let Some(&i) = list.get(*head) {
