@@ -421,6 +421,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         last
     }
 
+    #[inline]
     pub(super) fn dependencies_of(&self, index: u32) -> &[u32] {
         let range = self.dependency_start[index as usize] as usize
             ..self.dependency_start[index as usize + 1] as usize;
@@ -517,6 +518,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         self.gates.prefetch_rules(index);
     }
 
+    #[inline]
     pub(super) fn successors_of(&self, index: u32) -> &[u32] {
         let range = self.successor_start[index as usize] as usize
             ..self.successor_start[index as usize + 1] as usize;

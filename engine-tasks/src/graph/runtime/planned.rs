@@ -196,15 +196,18 @@ impl Schedule {
         self.stale || self.lists != lists
     }
 
+    #[inline]
     pub(super) fn lists(&self) -> usize {
         self.lists
     }
 
+    #[inline]
     pub(super) fn list(&self, t: usize) -> &[u32] {
         &self.nodes[self.start[t] as usize..self.start[t + 1] as usize]
     }
 
     /// The claim mark of the node at place `at` of list `t`.
+    #[inline]
     fn claim_mark(&self, t: usize, at: usize) -> &crate::sync::node_marks::ClaimMark {
         self.claims.get(t, at)
     }
@@ -479,6 +482,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         }
     }
 
+    #[inline]
     fn dependencies_finished(&self, index: u32, epoch: u64) -> bool {
         self.dependencies_of(index)
             .iter()
