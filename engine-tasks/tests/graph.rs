@@ -988,6 +988,70 @@ fn the_only_worker_never_hands_a_frame_over() {
     assert_eq!(receive.recv().unwrap(), (FrameSharing::Alone, 120));
 }
 
+/// A planned frame relies on its own thread walking to the end (helpers
+/// run inside other waits leave when nothing is ready), so a thread that
+/// finds the pool's guest slot held (here by another outside thread inside
+/// a `scope`) runs its frames queued, never planned; once the slot is free
+/// its frames run planned again. Every node runs once per frame, after its
+/// dependencies.
+#[test]
+fn a_frame_whose_thread_finds_no_slot_is_never_planned() {
+    let pool = Arc::new(Pool::builder().threads(1).build().unwrap());
+    let (held, hold) = (
+        Arc::new(std::sync::Barrier::new(2)),
+        Arc::new(std::sync::Barrier::new(2)),
+    );
+    let holder = {
+        let (pool, held, hold) = (pool.clone(), held.clone(), hold.clone());
+        thread::spawn(move || {
+            pool.scope(|_| {
+                held.wait();
+                hold.wait();
+            })
+        })
+    };
+    held.wait();
+    let mut b = TaskGraph::<Vec<AtomicU64>>::builder();
+    b.share_above(Duration::ZERO, Duration::ZERO);
+    for i in 0..64usize {
+        let deps: Vec<usize> = if i < 8 {
+            Vec::new()
+        } else {
+            vec![i - 8, (i / 8 - 1) * 8 + (i + 3) % 8]
+        };
+        let names: Vec<String> = deps.iter().map(|d| format!("n{d}")).collect();
+        b.node(format!("n{i}"), Lane::FrameCritical, move |cx| {
+            let frame = cx.frame() + 1;
+            for &d in &deps {
+                assert_eq!(
+                    cx.data()[d].load(Ordering::Acquire),
+                    frame,
+                    "n{d} before n{i}"
+                );
+            }
+            assert_eq!(
+                cx.data()[i].swap(frame, Ordering::AcqRel),
+                frame - 1,
+                "n{i} once"
+            );
+        })
+        .after(names);
+    }
+    let mut graph = b.build().unwrap();
+    let finished: Vec<AtomicU64> = (0..64).map(|_| AtomicU64::new(0)).collect();
+    for _ in 0..100 {
+        let stats = graph.run(&pool, &finished).unwrap();
+        assert_ne!(stats.sharing(), FrameSharing::Planned);
+    }
+    hold.wait();
+    holder.join().unwrap();
+    let planned = (0..200)
+        .filter(|_| graph.run(&pool, &finished).unwrap().sharing() == FrameSharing::Planned)
+        .count();
+    assert!(planned > 0, "no frame ran planned with the slot free");
+    assert!(finished.iter().all(|f| f.load(Ordering::Relaxed) == 300));
+}
+
 /// Planned frames whose nodes wait inside: `parallel_for` pieces and
 /// joined tasks. A thread waiting inside a node runs other tasks, helper
 /// tasks of the same frame among them; such a helper only runs ready

@@ -73,9 +73,9 @@
 //! whenever priorities change (every 64 frames), the nodes are split into one list per
 //! thread (the frame's thread and each worker, at most eight) by list
 //! scheduling on the measured node times: most urgent first, each on the
-//! list where it would start soonest. The frame's thread walks its list
-//! and queues one helper task per other list; a worker that takes one
-//! walks that list. Before a node runs, its walker checks that its
+//! list where it would start soonest. The frame's thread queues one
+//! helper task per other list as soon as the frame's inputs are set, then
+//! walks its own list; a worker that takes a helper task walks that list. Before a node runs, its walker checks that its
 //! dependencies finished in this frame and claims it; a walker whose next
 //! node is not ready may claim the first ready node of another list, so a
 //! late or busy worker costs parallelism, never a node. Nothing is counted

@@ -40,7 +40,8 @@
 //! helper task, which each gives back as its last touch of the graph; the
 //! frame's thread runs any helper task still queued once its own walk is
 //! over, so the frame never waits for a worker that did not start its
-//! helper. A helper that started holds the frame until it leaves: while it
+//! helper (a frame's thread that would find no slot in the pool runs its
+//! frame queued, never planned). A helper that started holds the frame until it leaves: while it
 //! waits for a node it may run tasks of the graph's lane, as any waiting
 //! thread does (see "What the frame's thread runs while it waits" in
 //! `graph/mod.rs`), and the frame ends once such a task returns.
@@ -72,7 +73,7 @@ use crate::clock::{self, TickRate};
 use crate::lane::Lane;
 use crate::pool::registry::Shared as PoolShared;
 use crate::pool::spawn::panic_message;
-use crate::pool::worker::{self, AbortOnUnwind, Local};
+use crate::pool::worker::{self, AbortOnUnwind, Local, SlotClaim};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
 use crate::sync::prefetch::{self, Span, MAX_CODE_SPANS, MAX_DATA_LINES, MAX_SPANS};
@@ -157,6 +158,8 @@ pub(super) struct Runtime<C: ?Sized> {
     /// The pool's count of frames begun after an idle gap, as this graph's
     /// last frame saw it (`FrameGaps::idle_starts`).
     idle_starts_seen: u64,
+    /// The pool slot of the thread that ran the last frame, or `NONE`.
+    frame_slot: u32,
     gap_estimate: f64,
     /// What the graph was compiled into: names, sets, ambiguities (kept for
     /// toggles and for the next build into this graph).
@@ -250,6 +253,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             gap_count: 0,
             gap_pool: 0,
             idle_starts_seen: 0,
+            frame_slot: NONE,
             gap_estimate: f64::INFINITY,
             compiled: Compiled::default(),
             set_names: Vec::new(),
@@ -374,14 +378,27 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if let Some(resources) = resources {
             self.shared_mut().gates.resolve(resources);
         }
-        let start = self.prepare_frame(pool, data);
+        // A planned frame's helpers are queued while it is prepared, and
+        // the graph must outlive them (module docs).
+        // The same guard keeps a claimed guest slot from leaking.
+        let queued = AbortOnUnwind("while a planned frame's helper tasks were queued");
+        // Claimed first: a frame is planned only if its thread will walk a
+        // list (`planned.rs`).
+        let slot = if self.roots.is_empty() {
+            SlotClaim::None
+        } else {
+            worker::claim_slot(pool_shared)
+        };
+        let start = self.prepare_frame(pool, data, slot);
         let frame_span = instrument::frame(start.number);
         pool_shared.frame_began(start.start_tick);
         let (sharing, ran_alone) = if self.roots.is_empty() {
+            self.frame_slot = NONE;
             (FrameSharing::Alone, 0)
         } else {
-            self.run_nodes(pool_shared, &start)
+            self.run_nodes(pool_shared, &start, slot)
         };
+        drop(queued);
         self.ran_alone = ran_alone;
         // A forecast of the next graph's frame counts from here on.
         pool_shared.next_frame.frame_ending(clock::ticks());
@@ -409,8 +426,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Between frames, before the next: decides whether it runs planned,
     /// sets the frame's inputs, and reads the clocks and counters it is
-    /// measured against.
-    fn prepare_frame(&mut self, pool: &PoolHandle, data: &C) -> FrameStart {
+    /// measured against. A planned frame's helper tasks are queued as soon
+    /// as the inputs are set, before this thread's own bookkeeping and its
+    /// slot in the pool: after a paced loop's sleep that bookkeeping is
+    /// cold, and an early-woken worker starts walking meanwhile.
+    fn prepare_frame(&mut self, pool: &PoolHandle, data: &C, slot: SlotClaim) -> FrameStart {
         let number = self.frames;
         self.frames += 1;
         let pool_shared = pool.shared();
@@ -420,16 +440,18 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let other_workers =
             pool_shared.worker_count() - usize::from(worker::is_worker_of(pool_shared));
         let lists = (other_workers + 1).min(planned::MAX_LISTS);
-        let planned = self.waking && self.plan_lane.is_some() && lists > 1;
+        let planned =
+            self.waking && self.plan_lane.is_some() && lists > 1 && slot != SlotClaim::None;
         if planned {
             self.replan_schedule(lists);
         }
         let nanos_per_tick = self.rate.nanos_per_tick();
         let sinks = self.stats.sink_count();
         let count_epoch = self.counted_frames + 1;
+        let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
         let shared = self.shared_mut();
         shared.reset(sinks);
-        shared.inputs.plan_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
+        shared.inputs.plan_wait_ticks = in_frame_wait_ticks;
         shared.inputs.data = Some(NonNull::from(data));
         shared.inputs.pool = pool;
         shared.inputs.number = number;
@@ -441,9 +463,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
+        self.note_pool(pool_shared);
+        let idle_gap = self.note_caches(pool_shared, start_tick, nanos_per_tick);
+        if planned {
+            // SAFETY: the inputs are set; from here on the frame only
+            // shares the graph, until its latch is set.
+            let shared = unsafe { self.shared.as_ref() };
+            shared.queue_helpers(lists - 1, pool_shared);
+            // Announced once its helpers are queued; `frame_unshared` after.
+            pool_shared.frame_shared(in_frame_wait_ticks);
+        }
         let followed_by_other = self.update_linger(pool_shared, start_tick);
         self.forecast_next_graph(pool_shared, followed_by_other);
-        let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
+        if let Some(gap) = idle_gap {
+            self.note_idle_gap(pool_shared, start_tick, gap, nanos_per_tick);
+        }
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
@@ -453,23 +487,24 @@ impl<C: ?Sized + Sync> Runtime<C> {
             started,
             start_tick,
             steals_before,
-            after_idle_gap,
+            after_idle_gap: idle_gap.is_some(),
         }
     }
 
     /// Whether the frame starting at `start_tick` follows an idle gap of
-    /// the pool. The first frame after one (the first graph of a game's
-    /// frame) times the loop (early_wake.rs); frames back to back skip this,
-    /// and the helper count after the frame. Also sets whether the frame
-    /// prefetches: if the pool had an idle gap since this graph's last
-    /// frame, even if another graph's frame ran just before this one
-    /// (`pool/frame_gaps.rs`).
-    fn note_idle_gap(
+    /// the pool: `Some(gap)` if so (`None` inside: the pool's first frame).
+    /// The first frame after one (the first graph of a game's frame) times
+    /// the loop (early_wake.rs, [`note_idle_gap`](Self::note_idle_gap));
+    /// frames back to back skip this, and the helper count after the
+    /// frame. Also sets whether the frame prefetches: if the pool had an
+    /// idle gap since this graph's last frame, even if another graph's
+    /// frame ran just before this one (`pool/frame_gaps.rs`).
+    fn note_caches(
         &mut self,
         pool_shared: &PoolShared,
         start_tick: u64,
         nanos_per_tick: f64,
-    ) -> bool {
+    ) -> Option<Option<u64>> {
         let gap = pool_shared.idle_gap_before(start_tick);
         let idle_ticks = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
         let after_idle_gap = gap.is_some_and(|gap| gap.is_none_or(|gap| gap >= idle_ticks));
@@ -485,24 +520,40 @@ impl<C: ?Sized + Sync> Runtime<C> {
             Caches::Warm
         };
         self.idle_starts_seen = idle_starts;
-        if after_idle_gap {
-            if self.warm_home != self as *const Self as usize {
-                self.refresh_warm_spans();
-            }
-            pool_shared.next_frame.frame_started(
-                start_tick,
-                gap.flatten(),
-                nanos_per_tick,
-                &self.warm,
-                self.warm_key,
-            );
+        gap.filter(|_| after_idle_gap)
+    }
+
+    /// A frame after an idle gap of `gap` ticks (`None`: the pool's first
+    /// frame) times the loop, and tells the workers what to warm before
+    /// the next one (early_wake.rs).
+    fn note_idle_gap(
+        &mut self,
+        pool_shared: &PoolShared,
+        start_tick: u64,
+        gap: Option<u64>,
+        nanos_per_tick: f64,
+    ) {
+        if self.warm_home != self as *const Self as usize {
+            self.refresh_warm_spans();
         }
-        after_idle_gap
+        pool_shared.next_frame.frame_started(
+            start_tick,
+            gap,
+            nanos_per_tick,
+            &self.warm,
+            self.warm_key,
+        );
     }
 
     /// Runs the frame's nodes on this thread and the pool, and waits for
-    /// them: how the frame ran, and how many nodes it ran alone.
-    fn run_nodes(&mut self, pool_shared: &PoolShared, start: &FrameStart) -> (FrameSharing, usize) {
+    /// them: how the frame ran, and how many nodes it ran alone. Sets
+    /// `frame_slot`.
+    fn run_nodes(
+        &mut self,
+        pool_shared: &PoolShared,
+        start: &FrameStart,
+        slot: SlotClaim,
+    ) -> (FrameSharing, usize) {
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         let alone = (!self.waking).then_some(&mut self.plan);
         let margin = self.share_above.hand_over_margin(&self.trial);
@@ -527,7 +578,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 margin,
             ))
         };
-        worker::with_slot(pool_shared, |local| {
+        let frame_slot = &mut self.frame_slot;
+        worker::with_claimed_slot(pool_shared, slot, |local| {
+            *frame_slot = local.map_or(NONE, |l| l.index() as u32);
+            if start.lists.is_some() {
+                // Its helpers were queued in `prepare_frame`, and this
+                // thread has a slot (`slot`): it walks list 0.
+                let local = local.expect("a planned frame's thread has a slot");
+                // SAFETY: the frame only shares the graph.
+                let shared = unsafe { graph.as_ref() };
+                // SAFETY: the frame runs until `wait_frame` returns.
+                let frame = unsafe { shared.frame_view(Some(local)) };
+                shared.walk_plan(0, local, &frame, true);
+                local.wait_frame(&shared.done, floor, &shared.inbox);
+                return (FrameSharing::Planned, 0);
+            }
             // SAFETY: no task of this frame is queued yet.
             let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
             inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
@@ -543,17 +608,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // SAFETY: from here on the frame only shares the graph.
             let shared = unsafe { graph.as_ref() };
             let _guard = AbortOnUnwind("while task-graph nodes were queued");
-            let (sharing, ran_alone) = match (start.lists, local, alone) {
-                (Some(lists), Some(local), _) => {
-                    shared.start_helpers(lists - 1, local);
-                    pool_shared.frame_shared(in_frame_wait_ticks);
-                    // SAFETY: the frame runs until `wait_frame` returns.
-                    let frame = unsafe { shared.frame_view(Some(local)) };
-                    shared.walk_plan(0, local, &frame, true);
-                    local.wait_frame(&shared.done, floor, &shared.inbox);
-                    return (FrameSharing::Planned, 0);
-                }
-                (_, _, Some(plan)) => {
+            let (sharing, ran_alone) = match alone {
+                Some(plan) => {
                     let rule = hand_over(local, shared.timed);
                     let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
                     if sharing == FrameSharing::Alone {
@@ -561,7 +617,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
                     }
                     (sharing, ran_alone)
                 }
-                _ => {
+                None => {
                     shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
                     (FrameSharing::Shared, 0)
                 }
@@ -609,7 +665,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let slots = pool_shared.slots.len();
         self.stats.set_sharing(sharing);
         self.record(start.number, wall, start.start_tick, steals, slots);
-        let frame_slot = self.shared_mut().inputs.thread_slot;
+        let frame_slot = self.frame_slot;
         if start.after_idle_gap {
             // The workers that took part wake early for the next frames.
             let helpers = match sharing {

@@ -452,52 +452,100 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
     })
 }
 
+/// The slot a thread will run in, claimed ahead of running there
+/// ([`claim_slot`]), for a caller that must know before (a planned frame
+/// queues its helper tasks only if its thread will walk a list).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SlotClaim {
+    /// The thread is a worker or the guest of the pool already.
+    Own,
+    /// The pool's guest slot, taken for this thread: pass the claim to
+    /// [`with_claimed_slot`], which enters and gives it back.
+    Guest,
+    /// No slot: the thread is in another pool, or the guest slot is held.
+    None,
+}
+
+/// Claims the slot [`with_slot`] would run in, to run there later with
+/// [`with_claimed_slot`], which must follow (a [`SlotClaim::Guest`] holds
+/// the pool's guest slot until then).
+pub(crate) fn claim_slot(shared: &Shared) -> SlotClaim {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: as in `with_slot`.
+    match unsafe { current.as_ref() } {
+        Some(local) if ptr::eq(local.shared, shared) => SlotClaim::Own,
+        Some(_) => SlotClaim::None,
+        None if shared.try_take_guest() => SlotClaim::Guest,
+        None => SlotClaim::None,
+    }
+}
+
+/// [`with_slot`] in the slot that `claim` ([`claim_slot`], on this thread)
+/// holds.
+pub(crate) fn with_claimed_slot<R>(
+    shared: &Shared,
+    claim: SlotClaim,
+    f: impl FnOnce(Option<&Local<'_>>) -> R,
+) -> R {
+    match claim {
+        SlotClaim::Own => with_current(|local| f(local)),
+        SlotClaim::Guest => in_guest_slot(shared, f),
+        SlotClaim::None => f(None),
+    }
+}
+
 /// `with_slot` for a thread that is not in `shared`.
 #[cold]
 #[inline(never)]
 fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     if shared.try_take_guest() {
-        struct ReleaseGuest<'a>(&'a Shared);
-        impl Drop for ReleaseGuest<'_> {
-            fn drop(&mut self) {
-                let shared = self.0;
-                shared.release_guest();
-                // Work left in the guest's queues (tasks it spawned, or scope
-                // tasks of another scope that a task it ran pushed) has no
-                // owner to drain it now: make sure a thread hears of it.
-                let slot = &shared.slots[shared.guest_index()];
-                if let Some(&lane) = Lane::ALL.iter().find(|&&lane| slot.has_work(lane)) {
-                    shared.notify(lane);
-                }
-            }
-        }
-        /// Wake-ups steer the guest's thread while it holds the slot
-        /// (placement.rs), and never after.
-        struct Steered<'a>(&'a Placement);
-        impl Drop for Steered<'_> {
-            fn drop(&mut self) {
-                self.0.unregister_current_thread();
-            }
-        }
-        /// Runs while this thread still owns the slot: see
-        /// `Local::hand_queued_to_helpers`.
-        struct HandOver<'a, 'b>(&'a Local<'b>);
-        impl Drop for HandOver<'_, '_> {
-            fn drop(&mut self) {
-                self.0.hand_queued_to_helpers();
-            }
-        }
-        let _release = ReleaseGuest(shared);
-        let placement = shared.sleep.parker(shared.guest_index()).placement();
-        placement.register_current_thread();
-        let _steered = Steered(placement);
-        // SAFETY: `try_take_guest` made this thread the guest slot's only
-        // owner until `_release` drops, after `local`.
-        let local = unsafe { Local::new(shared, shared.guest_index(), false) };
-        let _hand_over = HandOver(&local);
-        return local.enter(|| f(Some(&local)));
+        return in_guest_slot(shared, f);
     }
     f(None)
+}
+
+/// Runs `f` in the guest slot, which this thread took (`try_take_guest`),
+/// and gives the slot back after.
+fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
+    struct ReleaseGuest<'a>(&'a Shared);
+    impl Drop for ReleaseGuest<'_> {
+        fn drop(&mut self) {
+            let shared = self.0;
+            shared.release_guest();
+            // Work left in the guest's queues (tasks it spawned, or scope
+            // tasks of another scope that a task it ran pushed) has no
+            // owner to drain it now: make sure a thread hears of it.
+            let slot = &shared.slots[shared.guest_index()];
+            if let Some(&lane) = Lane::ALL.iter().find(|&&lane| slot.has_work(lane)) {
+                shared.notify(lane);
+            }
+        }
+    }
+    /// Wake-ups steer the guest's thread while it holds the slot
+    /// (placement.rs), and never after.
+    struct Steered<'a>(&'a Placement);
+    impl Drop for Steered<'_> {
+        fn drop(&mut self) {
+            self.0.unregister_current_thread();
+        }
+    }
+    /// Runs while this thread still owns the slot: see
+    /// `Local::hand_queued_to_helpers`.
+    struct HandOver<'a, 'b>(&'a Local<'b>);
+    impl Drop for HandOver<'_, '_> {
+        fn drop(&mut self) {
+            self.0.hand_queued_to_helpers();
+        }
+    }
+    let _release = ReleaseGuest(shared);
+    let placement = shared.sleep.parker(shared.guest_index()).placement();
+    placement.register_current_thread();
+    let _steered = Steered(placement);
+    // SAFETY: `try_take_guest` made this thread the guest slot's only
+    // owner until `_release` drops, after `local`.
+    let local = unsafe { Local::new(shared, shared.guest_index(), false) };
+    let _hand_over = HandOver(&local);
+    local.enter(|| f(Some(&local)))
 }
 
 /// Runs `f` with the thread's current context in whatever pool it is in.

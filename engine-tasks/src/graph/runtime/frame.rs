@@ -13,6 +13,7 @@ use crate::graph::context::{BorrowLine, InlineBorrows};
 use crate::graph::run_record::{NodeOutcome, RunRecord};
 use crate::graph::NodeContext;
 use crate::lane::Lane;
+use crate::pool::registry::Shared as PoolShared;
 use crate::pool::worker::{self, Local};
 use crate::pool::PoolHandle;
 use crate::sync::countdown::Countdown;
@@ -241,9 +242,11 @@ impl<C: ?Sized> Shared<C> {
     }
 
     /// Queues the tasks of `helpers` helpers, one per list after the
-    /// frame's own, on the frame's thread (`planned.rs`); the frame's
-    /// latch counts each.
-    pub(super) fn start_helpers(&self, helpers: usize, local: &Local<'_>) {
+    /// frame's own, in the pool's injector (`planned.rs`), before the
+    /// frame's thread takes its slot in the pool; the frame's latch counts
+    /// each. Queued as tasks that run even during the pool's shutdown: the
+    /// frame waits for them.
+    pub(super) fn queue_helpers(&self, helpers: usize, pool: &PoolShared) {
         // Relaxed: the pushes below publish it.
         self.helpers_pending.store(helpers, Ordering::Relaxed);
         for _ in 0..helpers {
@@ -256,9 +259,8 @@ impl<C: ?Sized> Shared<C> {
             let header = NonNull::from(&task.header);
             // SAFETY: the helper task lives as long as the graph, and each
             // is queued once per planned frame, which waits for it.
-            local.push_quiet(lane, unsafe { TaskRef::from_raw(header) });
+            pool.inject_structured(lane, unsafe { TaskRef::from_raw(header) });
         }
-        local.notify_pushed(lane, true);
     }
 }
 

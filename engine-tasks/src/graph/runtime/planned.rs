@@ -9,9 +9,23 @@
 //! runs a [`Schedule`]: the nodes split into one list per thread by list
 //! scheduling on the smoothed node times, most urgent first, each node on
 //! the list where it would start soonest (a dependency on another list
-//! counts [`CROSS_NANOS`] later). The frame's thread walks list 0 and
-//! queues one helper task per other list; a pool thread that takes one
-//! walks that list.
+//! counts [`CROSS_NANOS`] later). The frame's thread queues one helper
+//! task per other list in the pool's injector as soon as the frame's
+//! inputs are set, before the rest of its preparation and before it takes
+//! its own slot in the pool, then walks list 0; a pool thread that takes a
+//! helper task walks that list. After a paced loop's sleep the frame's
+//! thread finds its own code and data cold, while an early-woken worker
+//! does not: in `paced_floor` runs (60 Hz, 1 µs a node) the worker's first
+//! node came about 3 µs sooner and the engine's distance from the fixed
+//! schedule fell from 111–116 to 85–108 ns a node (`docs/performance.md`).
+//! The frame's thread claims its slot in the pool first
+//! (`worker::claim_slot`), and a thread that would get none (the pool's
+//! guest slot held by another outside thread) runs its frame queued
+//! instead: every node runs only because the frame's thread walks to the
+//! end, while a helper that another thread runs inside a wait leaves as
+//! soon as nothing is ready. (Without that rule, a stress test of two
+//! outside threads' graphs hung: every helper of the slotless thread's
+//! frame ran inside the other frame's waits and left.)
 //!
 //! Per node a walker checks its dependencies' finish marks, claims the
 //! node (one swap of its claim mark, kept in plan order on lines of the
@@ -545,11 +559,11 @@ impl<C: ?Sized + Sync> Shared<C> {
                 local.end_search();
                 return;
             }
-            // The frame's thread leaves its helper tasks in its queue for
-            // the pool's threads until they all started (it would run them
-            // itself, as walkers of nothing). Its sleep below may still run
-            // one; inside this walk (a wait), such a helper only runs ready
-            // nodes.
+            // The frame's thread leaves its helper tasks in the injector
+            // for the pool's threads until they all started (it would run
+            // them itself, as walkers of nothing). Its sleep below may still
+            // run one; inside this walk (a wait), such a helper only runs
+            // ready nodes.
             if !frame_thread || self.helpers_started() {
                 if let Some(found) = local.find_task(lane, false) {
                     local.run_found(found);

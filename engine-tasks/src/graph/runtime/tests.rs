@@ -573,7 +573,7 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
         }
         planned += 1;
         let runtime = &mut graph.runtime;
-        let frame_slot = super::bit_of(runtime.shared_mut().inputs.thread_slot);
+        let frame_slot = super::bit_of(runtime.frame_slot);
         let marked = *runtime.shared_mut().helper_slots.get_mut();
         let ran = runtime.stats.slots_that_ran();
         assert_eq!(marked & !frame_slot, ran & !frame_slot);
