@@ -460,13 +460,13 @@ fn join_trees_hand_out_every_half_once() {
     }
 }
 
-/// Planned frames on eight walkers (seven workers and the frame's thread,
-/// on a machine of far fewer cores, so walkers are preempted mid-frame and
-/// sleep and steal): two outside threads each run 2,000 frames of their own
-/// 256-node graph on one pool, over a million node runs in all. The guest
-/// slot's holder runs planned frames; the other, without a slot, queues
-/// its nodes (a planned frame there once hung: every helper of it ran
-/// inside the other frame's waits and left). Each node checks that its dependencies finished in this frame
+/// Planned frames on eight walkers (seven workers and the frame's thread, on a
+/// machine of far fewer cores, so walkers are preempted mid-frame and sleep and
+/// steal): two outside threads each run 2,000 frames of their own 256-node
+/// graph on one pool, over a million node runs in all. The guest slot's holder
+/// runs planned frames; the other, without a slot, queues its nodes (a planned
+/// frame there once hung: every helper of it ran inside the other frame's waits
+/// and left). Each node checks that its dependencies finished in this frame
 /// before it, and counts its run.
 #[test]
 fn planned_frames_on_eight_walkers_run_each_node_once_in_order() {

@@ -67,25 +67,26 @@
 //!
 //! # Planned frames
 //!
-//! A shared frame of a graph whose nodes all share one lane, none pinned,
-//! in critical-path-first order, runs by a plan instead of queues (unless
-//! [`TaskGraphBuilder::plan_frames`] turned that off). Between frames,
-//! whenever priorities change (every 64 frames), the nodes are split into one list per
+//! A shared frame of a graph whose nodes all share one lane, none pinned, in
+//! critical-path-first order, runs by a plan instead of queues (unless
+//! [`TaskGraphBuilder::plan_frames`] turned that off). Between frames, whenever
+//! priorities change (every 64 frames), the nodes are split into one list per
 //! thread (the frame's thread and each worker, at most eight) by list
-//! scheduling on the measured node times: most urgent first, each on the
-//! list where it would start soonest. The frame's thread queues one
-//! helper task per other list as soon as the frame's inputs are set, then
-//! walks its own list; a worker that takes a helper task walks that list. Before a node runs, its walker checks that its
-//! dependencies finished in this frame and claims it; a walker whose next
-//! node is not ready may claim the first ready node of another list, so a
-//! late or busy worker costs parallelism, never a node. Nothing is counted
-//! or queued per node. A helper that a thread runs inside a wait (a node's
-//! `join`, say) only runs ready nodes, since waiting there could wait for
-//! the node below it on its own stack. A walker that finds nothing ready
-//! looks for 20 µs, running pool tasks of the graph's lane (such as a
-//! node's `parallel_for` pieces; the frame's thread once every helper task
-//! has started), then sleeps until another walker finishes a node or such
-//! a task is pushed.
+//! scheduling on the measured node times: most urgent first, each on the list
+//! where it would start soonest. The frame's thread queues one helper task per
+//! other list once the frame is prepared, before it enters its own slot in the
+//! pool, then walks its own list; a worker that takes a helper task walks that
+//! list. Before a node runs, its
+//! walker checks that its dependencies finished in this frame and claims it; a
+//! walker whose next node is not ready may claim the first ready node of
+//! another list, so a late or busy worker costs parallelism, never a node.
+//! Nothing is counted or queued per node. A helper that a thread runs inside a
+//! wait (a node's `join`, say) only runs ready nodes, since waiting there could
+//! wait for the node below it on its own stack. A walker that finds nothing
+//! ready looks for 20 µs, running pool tasks of the graph's lane (such as a
+//! node's `parallel_for` pieces; the frame's thread once every helper task has
+//! started), then sleeps until another walker finishes a node or such a task is
+//! pushed.
 //!
 //! # What the frame's thread runs while it waits
 //!

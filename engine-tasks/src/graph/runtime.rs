@@ -88,6 +88,8 @@ struct FrameStart {
     number: u64,
     /// `Some(lists)` if the frame runs planned (`planned.rs`).
     lists: Option<usize>,
+    /// In a planned frame, the pool slot claimed for this thread.
+    slot: Option<SlotClaim>,
     /// Read only when the tick rate wants a reading (`TickRate`).
     started: Option<Instant>,
     start_tick: u64,
@@ -378,25 +380,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if let Some(resources) = resources {
             self.shared_mut().gates.resolve(resources);
         }
-        // A planned frame's helpers are queued while it is prepared, and
-        // the graph must outlive them (module docs).
-        // The same guard keeps a claimed guest slot from leaking.
-        let queued = AbortOnUnwind("while a planned frame's helper tasks were queued");
-        // Claimed first: a frame is planned only if its thread will walk a
-        // list (`planned.rs`).
-        let slot = if self.roots.is_empty() {
-            SlotClaim::None
-        } else {
-            worker::claim_slot(pool_shared)
-        };
-        let start = self.prepare_frame(pool, data, slot);
+        let start = self.prepare_frame(pool, data);
+        // A planned frame's helpers were queued as it was prepared, the
+        // last step: the graph must outlive them, and the slot claimed for
+        // this thread be entered and given back (module docs).
+        let queued = start
+            .slot
+            .map(|_| AbortOnUnwind("while a planned frame's helper tasks were queued"));
         let frame_span = instrument::frame(start.number);
-        pool_shared.frame_began(start.start_tick);
         let (sharing, ran_alone) = if self.roots.is_empty() {
             self.frame_slot = NONE;
             (FrameSharing::Alone, 0)
         } else {
-            self.run_nodes(pool_shared, &start, slot)
+            self.run_nodes(pool_shared, &start)
         };
         drop(queued);
         self.ran_alone = ran_alone;
@@ -425,12 +421,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// Between frames, before the next: decides whether it runs planned,
-    /// sets the frame's inputs, and reads the clocks and counters it is
-    /// measured against. A planned frame's helper tasks are queued as soon
-    /// as the inputs are set, before this thread's own bookkeeping and its
-    /// slot in the pool: after a paced loop's sleep that bookkeeping is
-    /// cold, and an early-woken worker starts walking meanwhile.
-    fn prepare_frame(&mut self, pool: &PoolHandle, data: &C, slot: SlotClaim) -> FrameStart {
+    /// sets the frame's inputs, reads the clocks and counters it is
+    /// measured against, and tells the pool the frame began (with the
+    /// forecasts its workers plan their next wake-ups by). Then a planned
+    /// frame claims this thread's slot in the pool and queues its helper
+    /// tasks, before the parked-time snapshot and before the thread enters
+    /// the slot: after a paced loop's sleep those are cold, while an
+    /// early-woken worker is not (`planned.rs`).
+    fn prepare_frame(&mut self, pool: &PoolHandle, data: &C) -> FrameStart {
         let number = self.frames;
         self.frames += 1;
         let pool_shared = pool.shared();
@@ -441,7 +439,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             pool_shared.worker_count() - usize::from(worker::is_worker_of(pool_shared));
         let lists = (other_workers + 1).min(planned::MAX_LISTS);
         let planned =
-            self.waking && self.plan_lane.is_some() && lists > 1 && slot != SlotClaim::None;
+            self.waking && self.plan_lane.is_some() && lists > 1 && !self.roots.is_empty();
         if planned {
             self.replan_schedule(lists);
         }
@@ -463,8 +461,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
         let start_tick = clock::ticks();
         let started = self.rate.wants_reading(start_tick).then(Instant::now);
-        self.note_pool(pool_shared);
-        let idle_gap = self.note_caches(pool_shared, start_tick, nanos_per_tick);
+        let followed_by_other = self.update_linger(pool_shared, start_tick);
+        self.forecast_next_graph(pool_shared, followed_by_other);
+        let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
+        pool_shared.frame_began(start_tick);
+        // Planned only if this thread will walk list 0: every node runs
+        // because the frame's thread walks to the end (`planned.rs`).
+        let slot = planned.then(|| worker::claim_slot(pool_shared));
+        let planned = slot.is_some_and(|slot| slot != SlotClaim::None);
         if planned {
             // SAFETY: the inputs are set; from here on the frame only
             // shares the graph, until its latch is set.
@@ -473,38 +477,35 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // Announced once its helpers are queued; `frame_unshared` after.
             pool_shared.frame_shared(in_frame_wait_ticks);
         }
-        let followed_by_other = self.update_linger(pool_shared, start_tick);
-        self.forecast_next_graph(pool_shared, followed_by_other);
-        if let Some(gap) = idle_gap {
-            self.note_idle_gap(pool_shared, start_tick, gap, nanos_per_tick);
-        }
+        // After the push: a worker woken by it counts as parked until it
+        // woke, not until `start_tick` (a wake-up's latency of a statistic).
         for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
             *before = slot.counters.parked_ticks_at(start_tick);
         }
         FrameStart {
             number,
             lists: planned.then_some(lists),
+            slot: slot.filter(|_| planned),
             started,
             start_tick,
             steals_before,
-            after_idle_gap: idle_gap.is_some(),
+            after_idle_gap,
         }
     }
 
     /// Whether the frame starting at `start_tick` follows an idle gap of
-    /// the pool: `Some(gap)` if so (`None` inside: the pool's first frame).
-    /// The first frame after one (the first graph of a game's frame) times
-    /// the loop (early_wake.rs, [`note_idle_gap`](Self::note_idle_gap));
-    /// frames back to back skip this, and the helper count after the
-    /// frame. Also sets whether the frame prefetches: if the pool had an
-    /// idle gap since this graph's last frame, even if another graph's
-    /// frame ran just before this one (`pool/frame_gaps.rs`).
-    fn note_caches(
+    /// the pool. The first frame after one (the first graph of a game's
+    /// frame) times the loop (early_wake.rs); frames back to back skip this,
+    /// and the helper count after the frame. Also sets whether the frame
+    /// prefetches: if the pool had an idle gap since this graph's last
+    /// frame, even if another graph's frame ran just before this one
+    /// (`pool/frame_gaps.rs`).
+    fn note_idle_gap(
         &mut self,
         pool_shared: &PoolShared,
         start_tick: u64,
         nanos_per_tick: f64,
-    ) -> Option<Option<u64>> {
+    ) -> bool {
         let gap = pool_shared.idle_gap_before(start_tick);
         let idle_ticks = (LINGER_GAP_NANOS / nanos_per_tick) as u64;
         let after_idle_gap = gap.is_some_and(|gap| gap.is_none_or(|gap| gap >= idle_ticks));
@@ -520,40 +521,25 @@ impl<C: ?Sized + Sync> Runtime<C> {
             Caches::Warm
         };
         self.idle_starts_seen = idle_starts;
-        gap.filter(|_| after_idle_gap)
-    }
-
-    /// A frame after an idle gap of `gap` ticks (`None`: the pool's first
-    /// frame) times the loop, and tells the workers what to warm before
-    /// the next one (early_wake.rs).
-    fn note_idle_gap(
-        &mut self,
-        pool_shared: &PoolShared,
-        start_tick: u64,
-        gap: Option<u64>,
-        nanos_per_tick: f64,
-    ) {
-        if self.warm_home != self as *const Self as usize {
-            self.refresh_warm_spans();
+        if after_idle_gap {
+            if self.warm_home != self as *const Self as usize {
+                self.refresh_warm_spans();
+            }
+            pool_shared.next_frame.frame_started(
+                start_tick,
+                gap.flatten(),
+                nanos_per_tick,
+                &self.warm,
+                self.warm_key,
+            );
         }
-        pool_shared.next_frame.frame_started(
-            start_tick,
-            gap,
-            nanos_per_tick,
-            &self.warm,
-            self.warm_key,
-        );
+        after_idle_gap
     }
 
     /// Runs the frame's nodes on this thread and the pool, and waits for
     /// them: how the frame ran, and how many nodes it ran alone. Sets
     /// `frame_slot`.
-    fn run_nodes(
-        &mut self,
-        pool_shared: &PoolShared,
-        start: &FrameStart,
-        slot: SlotClaim,
-    ) -> (FrameSharing, usize) {
+    fn run_nodes(&mut self, pool_shared: &PoolShared, start: &FrameStart) -> (FrameSharing, usize) {
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         let alone = (!self.waking).then_some(&mut self.plan);
         let margin = self.share_above.hand_over_margin(&self.trial);
@@ -579,11 +565,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
             ))
         };
         let frame_slot = &mut self.frame_slot;
-        worker::with_claimed_slot(pool_shared, slot, |local| {
+        let run = |local: Option<&Local<'_>>| {
             *frame_slot = local.map_or(NONE, |l| l.index() as u32);
             if start.lists.is_some() {
                 // Its helpers were queued in `prepare_frame`, and this
-                // thread has a slot (`slot`): it walks list 0.
+                // thread has the slot claimed there: it walks list 0.
                 let local = local.expect("a planned frame's thread has a slot");
                 // SAFETY: the frame only shares the graph.
                 let shared = unsafe { graph.as_ref() };
@@ -633,7 +619,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 ),
             }
             (sharing, ran_alone)
-        })
+        };
+        match start.slot {
+            Some(slot) => worker::with_claimed_slot(pool_shared, slot, run),
+            None => worker::with_slot(pool_shared, run),
+        }
     }
 
     /// After the frame: records its statistics, tells the pool who took

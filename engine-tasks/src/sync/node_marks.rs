@@ -90,7 +90,7 @@ impl ClaimMark {
         // ran the one not yet marked itself, `claim_next`), and the node's
         // effects of earlier frames are ordered by the frame boundary (the
         // frame's end acquires every thread's last mark; its next start
-        // publishes the helper tasks with Release).
+        // publishes the helper tasks with the injector push's Release).
         self.0.swap(epoch, Ordering::Relaxed) != epoch
     }
 
@@ -255,27 +255,8 @@ mod tests {
         }
     }
 
-    /// A plan laid out again leaves its marks' old epochs in place: a mark
-    /// now standing for another node reads as unclaimed in the next frame.
-    #[test]
-    fn marks_laid_out_again_read_as_unclaimed_in_the_next_frame() {
-        let mut claims = ClaimMarks::new();
-        claims.resize(40, 2);
-        claims.lay_out([20, 20].into_iter());
-        for at in 0..20 {
-            assert!(claims.get(0, at).claim(1));
-            assert!(claims.get(1, at).claim(1));
-        }
-        claims.lay_out([30, 10].into_iter());
-        for at in 0..30 {
-            assert!(!claims.get(0, at).is_claimed(2));
-            assert!(claims.get(0, at).claim(2));
-        }
-        assert!((0..10).all(|at| claims.get(1, at).claim(2)));
-    }
-
-    /// A rebuilt graph's frames are numbered from 1 again: `resize` unsets
-    /// every mark, in the memory held.
+    /// A rebuild starts every node's state afresh, the claim marks with
+    /// them: `resize` unsets every mark, in the memory held.
     #[test]
     fn resizing_unsets_every_mark_in_the_memory_held() {
         let mut claims = ClaimMarks::new();

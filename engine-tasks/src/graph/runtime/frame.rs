@@ -412,10 +412,12 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// may be gone (module docs).
     #[inline]
     pub(super) fn finish_sinks(&self, n: usize) -> bool {
-        // AcqRel: release publishes this sink's work (and, through the
-        // countdowns' release chain, all it depends on); the last one
-        // acquires every sink's before it sets the latch, whose own
-        // release/acquire hands them to the frame's thread.
+        // AcqRel: release publishes the work of the `n` sinks counted
+        // (and, through the countdowns' release chain, or in a planned
+        // frame the finish marks' and this walker's program order, all
+        // they depend on); the last one acquires every sink's before it
+        // sets the latch, whose own release/acquire hands them to the
+        // frame's thread.
         let last = self.sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
         if last {
             self.done.count_down();

@@ -10,14 +10,15 @@
 //! scheduling on the smoothed node times, most urgent first, each node on
 //! the list where it would start soonest (a dependency on another list
 //! counts [`CROSS_NANOS`] later). The frame's thread queues one helper
-//! task per other list in the pool's injector as soon as the frame's
-//! inputs are set, before the rest of its preparation and before it takes
-//! its own slot in the pool, then walks list 0; a pool thread that takes a
-//! helper task walks that list. After a paced loop's sleep the frame's
-//! thread finds its own code and data cold, while an early-woken worker
-//! does not: in `paced_floor` runs (60 Hz, 1 µs a node) the worker's first
-//! node came about 3 µs sooner and the engine's distance from the fixed
-//! schedule fell from 111–116 to 85–108 ns a node (`docs/performance.md`).
+//! task per other list in the pool's injector once the frame's inputs are
+//! set and the pool has been told of the frame (its start, the
+//! forecasts), but before it enters its own slot in the pool; then it
+//! walks list 0. A pool thread that takes a helper task walks that list.
+//! After a paced loop's sleep the frame's thread finds its own code and
+//! data cold, while an early-woken worker does not: in `paced_floor` runs
+//! (60 Hz, 1 µs a node, taking turns with the build before) the engine's
+//! median distance from the fixed schedule fell from about 125 to 108 ns a
+//! node (`docs/performance.md`).
 //! The frame's thread claims its slot in the pool first
 //! (`worker::claim_slot`), and a thread that would get none (the pool's
 //! guest slot held by another outside thread) runs its frame queued
@@ -77,23 +78,24 @@
 //! ten runs in which frames took over 160 µs, when the machine was slow,
 //! and changed nothing that ten runs of quicker frames could show. The
 //! states' write prefetch, against a read prefetch, ended frames a median
-//! of 0.5 µs sooner over eight runs (3.4 and 4.3 µs in the two slowest).
+//! of 0.5 µs sooner over eight runs (3.4 and 4.3 µs in the two slowest),
+//! measured when the claim mark still shared the state's line.
 //!
-//! States of a walker: *walking* (it found a node to claim) → *waiting*
-//! (none ready; it looks for 20 µs, as threads do in shared frames,
-//! running pool tasks of the graph's lane meanwhile, the frame's thread
-//! once every helper task has started) → *asleep* until
-//! another walker finishes a node (`node_marks.rs`) or work of the lane is
-//! pushed → *walking* again; → *done* when every node is claimed. The
-//! frame's thread then waits for the frame's latch, counted down once
-//! every sink is counted and by each helper task as its last touch of the
-//! graph, as in any shared frame. A walker counts the sinks it ran as it
-//! leaves, all at once: one read-modify-write of the shared count per
-//! walker, not one per sink on a line both cores write (in-process A/B
-//! runs: frames 0.4–2.8 µs sooner; `docs/performance.md`). No frame ends
-//! sooner for counting earlier: the latch waits for every helper to leave. A helper that ran a node marks its pool slot first
-//! (`helper_slots`), so the frame's end knows who took part (for the early
-//! wake-ups of a paced loop) without reading every node's run record.
+//! States of a walker: *walking* (it found a node to claim) → *waiting* (none
+//! ready; it looks for 20 µs, as threads do in shared frames, running pool
+//! tasks of the graph's lane meanwhile, the frame's thread once every helper
+//! task has started) → *asleep* until another walker finishes a node
+//! (`node_marks.rs`) or work of the lane is pushed → *walking* again; → *done*
+//! when every node is claimed. The frame's thread then waits for the frame's
+//! latch, counted down once every sink is counted and by each helper task as
+//! its last touch of the graph, as in any shared frame. A walker counts the
+//! sinks it ran as it leaves, all at once: one read-modify-write of the shared
+//! count per walker, not one per sink on a line both cores write (in-process
+//! A/B runs: frames 0.4–2.8 µs sooner; `docs/performance.md`). No frame ends
+//! sooner for counting earlier: the latch waits for every helper to leave. A
+//! helper that ran a node marks its pool slot first (`helper_slots`), so the
+//! frame's end knows who took part (for the early wake-ups of a paced loop)
+//! without reading every node's run record.
 
 use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};

@@ -376,20 +376,6 @@ pub(super) fn linger_ticks(gap_ticks: f64, nanos_per_tick: f64) -> u64 {
 }
 
 impl<C: ?Sized + Sync> Runtime<C> {
-    /// As a frame starts on `pool`: if the graph's last frame ran on
-    /// another pool, forgets what that pool's ends and idle gaps taught.
-    pub(super) fn note_pool(&mut self, pool: &crate::pool::registry::Shared) {
-        let pool_key = pool as *const crate::pool::registry::Shared as usize;
-        if self.gap_pool != pool_key {
-            self.gap_pool = pool_key;
-            self.last_end_number = 0;
-            self.gap_estimate = f64::INFINITY;
-            self.gap_jitter = 0.0;
-            self.gap_count = 0;
-            self.idle_starts_seen = u64::MAX;
-        }
-    }
-
     /// Smooths the gap after this graph's last frame until the pool's next
     /// frame (this one, or another graph's that began in between:
     /// `pool/frame_gaps.rs`) and tells the pool how long its idle threads
@@ -400,6 +386,16 @@ impl<C: ?Sized + Sync> Runtime<C> {
         pool: &crate::pool::registry::Shared,
         start_tick: u64,
     ) -> bool {
+        let pool_key = pool as *const crate::pool::registry::Shared as usize;
+        if self.gap_pool != pool_key {
+            // Another pool's ends and idle gaps say nothing of this one's.
+            self.gap_pool = pool_key;
+            self.last_end_number = 0;
+            self.gap_estimate = f64::INFINITY;
+            self.gap_jitter = 0.0;
+            self.gap_count = 0;
+            self.idle_starts_seen = u64::MAX;
+        }
         let Some(last_end) = self.last_end_tick else {
             return false;
         };
