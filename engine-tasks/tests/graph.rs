@@ -1113,8 +1113,8 @@ struct WaitingNode {
 
 /// The frame's thread runs node `first`, which joins a task that the only
 /// worker runs and that waits for node `second`, planned on the other list.
-/// In that join the frame's thread finds the frame's helper task in its own
-/// queue and runs it: the helper runs `second`, the one ready node, then
+/// In that join the frame's thread finds the frame's helper task in the
+/// pool's injector and runs it: the helper runs `second`, the one ready node, then
 /// must leave rather than wait for the rest, which waits for `first`, below
 /// it on the same stack.
 #[test]

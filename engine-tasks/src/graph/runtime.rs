@@ -90,6 +90,9 @@ struct FrameStart {
     lists: Option<usize>,
     /// In a planned frame, the pool slot claimed for this thread.
     slot: Option<SlotClaim>,
+    /// In a planned frame, aborts on a panic until its helpers have left
+    /// (`run_frame` drops it after `run_nodes`).
+    queued: Option<AbortOnUnwind>,
     /// Read only when the tick rate wants a reading (`TickRate`).
     started: Option<Instant>,
     start_tick: u64,
@@ -380,13 +383,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         if let Some(resources) = resources {
             self.shared_mut().gates.resolve(resources);
         }
-        let start = self.prepare_frame(pool, data);
-        // A planned frame's helpers were queued as it was prepared, the
-        // last step: the graph must outlive them, and the slot claimed for
-        // this thread be entered and given back (module docs).
-        let queued = start
-            .slot
-            .map(|_| AbortOnUnwind("while a planned frame's helper tasks were queued"));
+        let mut start = self.prepare_frame(pool, data);
         let frame_span = instrument::frame(start.number);
         let (sharing, ran_alone) = if self.roots.is_empty() {
             self.frame_slot = NONE;
@@ -394,7 +391,8 @@ impl<C: ?Sized + Sync> Runtime<C> {
         } else {
             self.run_nodes(pool_shared, &start)
         };
-        drop(queued);
+        // The helpers left and the slot was given back.
+        start.queued = None;
         self.ran_alone = ran_alone;
         // A forecast of the next graph's frame counts from here on.
         pool_shared.next_frame.frame_ending(clock::ticks());
@@ -465,8 +463,14 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.forecast_next_graph(pool_shared, followed_by_other);
         let after_idle_gap = self.note_idle_gap(pool_shared, start_tick, nanos_per_tick);
         pool_shared.frame_began(start_tick);
+        // From the claim on, the graph must outlive the queued helpers, and
+        // a claimed guest slot be entered and given back: a panic until
+        // `run_nodes` returns aborts (module docs).
+        let queued = planned.then(|| AbortOnUnwind("while a planned frame's helpers were queued"));
         // Planned only if this thread will walk list 0: every node runs
-        // because the frame's thread walks to the end (`planned.rs`).
+        // because the frame's thread walks to the end (`planned.rs`). A
+        // failed claim (the guest slot held) runs the frame queued, its
+        // plan worked out above for nothing.
         let slot = planned.then(|| worker::claim_slot(pool_shared));
         let planned = slot.is_some_and(|slot| slot != SlotClaim::None);
         if planned {
@@ -477,15 +481,17 @@ impl<C: ?Sized + Sync> Runtime<C> {
             // Announced once its helpers are queued; `frame_unshared` after.
             pool_shared.frame_shared(in_frame_wait_ticks);
         }
-        // After the push: a worker woken by it counts as parked until it
+        // After any push: a worker woken by it counts as parked until it
         // woke, not until `start_tick` (a wake-up's latency of a statistic).
-        for (before, slot) in self.parked_before.iter_mut().zip(pool_shared.slots.iter()) {
-            *before = slot.counters.parked_ticks_at(start_tick);
+        let counters = pool_shared.slots.iter().map(|s| &s.counters);
+        for (before, counters) in self.parked_before.iter_mut().zip(counters) {
+            *before = counters.parked_ticks_at(start_tick);
         }
         FrameStart {
             number,
             lists: planned.then_some(lists),
             slot: slot.filter(|_| planned),
+            queued: queued.filter(|_| planned),
             started,
             start_tick,
             steals_before,

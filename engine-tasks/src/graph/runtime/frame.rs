@@ -243,7 +243,7 @@ impl<C: ?Sized> Shared<C> {
 
     /// Queues the tasks of `helpers` helpers, one per list after the
     /// frame's own, in the pool's injector (`planned.rs`), before the
-    /// frame's thread takes its slot in the pool; the frame's latch counts
+    /// frame's thread enters its slot in the pool; the frame's latch counts
     /// each. Queued as tasks that run even during the pool's shutdown: the
     /// frame waits for them.
     pub(super) fn queue_helpers(&self, helpers: usize, pool: &PoolShared) {
@@ -717,8 +717,8 @@ pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 ///
 /// # Safety
 ///
-/// `header` is the header of a `HelperTask<C>` queued by `run_frame` for
-/// the running frame.
+/// `header` is the header of a `HelperTask<C>` queued by `prepare_frame`
+/// for the running frame.
 pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
     // SAFETY: `HelperTask` is `repr(C)` with the header first, and the
     // frame waits for this task's count-down, so the graph is alive.

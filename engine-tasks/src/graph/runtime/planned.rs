@@ -17,10 +17,10 @@
 //! After a paced loop's sleep the frame's thread finds its own code and
 //! data cold, while an early-woken worker does not: in `paced_floor` runs
 //! (60 Hz, 1 µs a node, taking turns with the build before) the engine's
-//! median distance from the fixed schedule fell from about 125 to 108 ns a
-//! node (`docs/performance.md`).
-//! The frame's thread claims its slot in the pool first
-//! (`worker::claim_slot`), and a thread that would get none (the pool's
+//! median distance from the fixed schedule fell from 124 to 108 ns a node
+//! (`docs/performance.md`).
+//! The frame's thread claims its slot in the pool before it queues the
+//! helpers (`worker::claim_slot`), and a thread that would get none (the pool's
 //! guest slot held by another outside thread) runs its frame queued
 //! instead: every node runs only because the frame's thread walks to the
 //! end, while a helper that another thread runs inside a wait leaves as
