@@ -365,11 +365,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Runs one frame: prepares it, runs its nodes (alone, planned or
     /// queued, see the module docs), then records it and learns from it.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn run_frame(
         &mut self,
         pool: &PoolHandle,
         data: &C,
     ) -> Result<&FrameStats, FrameError> {
+        // After a gap (a paced loop's sleep) the engine's code has likely
+        // left this core's caches: ask for all of it at once, before the
+        // frame misses on it line by line (`sync/prefetch.rs`).
+        let cold_code_ticks = (prefetch::COLD_CODE_NANOS / self.rate.nanos_per_tick()) as u64;
+        if self
+            .last_end_tick
+            .is_none_or(|end| clock::ticks().saturating_sub(end) >= cold_code_ticks)
+        {
+            prefetch::warm_frame_code();
+        }
         let pool_shared = pool.shared();
         let resources = self.resources_of.map(|of| of(data));
         if resources.is_some_and(|r| !r.claim()) {
@@ -426,6 +437,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// tasks, before the parked-time snapshot and before the thread enters
     /// the slot: after a paced loop's sleep those are cold, while an
     /// early-woken worker is not (`planned.rs`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn prepare_frame(&mut self, pool: &PoolHandle, data: &C) -> FrameStart {
         let number = self.frames;
         self.frames += 1;
@@ -506,6 +518,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// prefetches: if the pool had an idle gap since this graph's last
     /// frame, even if another graph's frame ran just before this one
     /// (`pool/frame_gaps.rs`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn note_idle_gap(
         &mut self,
         pool_shared: &PoolShared,
@@ -545,7 +558,27 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// Runs the frame's nodes on this thread and the pool, and waits for
     /// them: how the frame ran, and how many nodes it ran alone. Sets
     /// `frame_slot`.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn run_nodes(&mut self, pool_shared: &PoolShared, start: &FrameStart) -> (FrameSharing, usize) {
+        // A method, not a closure's body, so that it lands with the
+        // frame's code (`sync/prefetch.rs`).
+        let run = |local: Option<&Local<'_>>| self.run_nodes_in(pool_shared, start, local);
+        match start.slot {
+            Some(slot) => worker::with_claimed_slot(pool_shared, slot, run),
+            None => worker::with_slot(pool_shared, run),
+        }
+    }
+
+    /// [`Runtime::run_nodes`] in this thread's slot of the pool, `local`
+    /// (none if it has none).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
+    fn run_nodes_in(
+        &mut self,
+        pool_shared: &PoolShared,
+        start: &FrameStart,
+        local: Option<&Local<'_>>,
+    ) -> (FrameSharing, usize) {
+        self.frame_slot = local.map_or(NONE, |l| l.index() as u32);
         let (roots, floor, graph) = (&self.roots, self.floor, self.shared);
         let alone = (!self.waking).then_some(&mut self.plan);
         let margin = self.share_above.hand_over_margin(&self.trial);
@@ -570,70 +603,61 @@ impl<C: ?Sized + Sync> Runtime<C> {
                 margin,
             ))
         };
-        let frame_slot = &mut self.frame_slot;
-        let run = |local: Option<&Local<'_>>| {
-            *frame_slot = local.map_or(NONE, |l| l.index() as u32);
-            if start.lists.is_some() {
-                // Its helpers were queued in `prepare_frame`, and this
-                // thread has the slot claimed there: it walks list 0.
-                let local = local.expect("a planned frame's thread has a slot");
-                // SAFETY: the frame only shares the graph.
-                let shared = unsafe { graph.as_ref() };
-                // SAFETY: the frame runs until `wait_frame` returns.
-                let frame = unsafe { shared.frame_view(Some(local)) };
-                shared.walk_plan(0, local, &frame, true);
-                local.wait_frame(&shared.done, floor, &shared.inbox);
-                return (FrameSharing::Planned, 0);
-            }
-            // SAFETY: no task of this frame is queued yet.
-            let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
-            inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
-            // Who to wake when a pinned node is ready. A slot's parker
-            // lives in the pool's shared state, which outlives every node:
-            // the pool's threads hold it through their `Arc`, and the
-            // frame's thread waits in the pool, its caller borrowing a
-            // handle.
-            inputs.waker = Some(match local {
-                Some(l) => Waiter::Slot(pool_shared.sleep.parker(l.index())),
-                None => crate::pool::wait::waiter_without_slot(),
-            });
-            // SAFETY: from here on the frame only shares the graph.
+        if start.lists.is_some() {
+            // Its helpers were queued in `prepare_frame`, and this
+            // thread has the slot claimed there: it walks list 0.
+            let local = local.expect("a planned frame's thread has a slot");
+            // SAFETY: the frame only shares the graph.
             let shared = unsafe { graph.as_ref() };
-            let _guard = AbortOnUnwind("while task-graph nodes were queued");
-            let (sharing, ran_alone) = match alone {
-                Some(plan) => {
-                    let rule = hand_over(local, shared.timed);
-                    let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
-                    if sharing == FrameSharing::Alone {
-                        return (sharing, ran_alone);
-                    }
-                    (sharing, ran_alone)
-                }
-                None => {
-                    shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
-                    (FrameSharing::Shared, 0)
-                }
-            };
-            // Announced once its nodes are queued; `frame_unshared` after.
-            pool_shared.frame_shared(in_frame_wait_ticks);
-            match local {
-                Some(local) => local.wait_frame(&shared.done, floor, &shared.inbox),
-                None => crate::pool::wait::wait_without_slot(
-                    pool_shared,
-                    &shared.done,
-                    Some(&shared.inbox),
-                ),
-            }
-            (sharing, ran_alone)
-        };
-        match start.slot {
-            Some(slot) => worker::with_claimed_slot(pool_shared, slot, run),
-            None => worker::with_slot(pool_shared, run),
+            // SAFETY: the frame runs until `wait_frame` returns.
+            let frame = unsafe { shared.frame_view(Some(local)) };
+            shared.walk_plan(0, local, &frame, true);
+            local.wait_frame(&shared.done, floor, &shared.inbox);
+            return (FrameSharing::Planned, 0);
         }
+        // SAFETY: no task of this frame is queued yet.
+        let inputs = unsafe { &mut (*graph.as_ptr()).inputs };
+        inputs.thread_slot = local.map_or(NONE, |l| l.index() as u32);
+        // Who to wake when a pinned node is ready. A slot's parker
+        // lives in the pool's shared state, which outlives every node:
+        // the pool's threads hold it through their `Arc`, and the
+        // frame's thread waits in the pool, its caller borrowing a
+        // handle.
+        inputs.waker = Some(match local {
+            Some(l) => Waiter::Slot(pool_shared.sleep.parker(l.index())),
+            None => crate::pool::wait::waiter_without_slot(),
+        });
+        // SAFETY: from here on the frame only shares the graph.
+        let shared = unsafe { graph.as_ref() };
+        let _guard = AbortOnUnwind("while task-graph nodes were queued");
+        let (sharing, ran_alone) = match alone {
+            Some(plan) => {
+                let rule = hand_over(local, shared.timed);
+                let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
+                if sharing == FrameSharing::Alone {
+                    return (sharing, ran_alone);
+                }
+                (sharing, ran_alone)
+            }
+            None => {
+                shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
+                (FrameSharing::Shared, 0)
+            }
+        };
+        // Announced once its nodes are queued; `frame_unshared` after.
+        pool_shared.frame_shared(in_frame_wait_ticks);
+        match local {
+            Some(local) => local.wait_frame(&shared.done, floor, &shared.inbox),
+            None => {
+                crate::pool::wait::wait_without_slot(pool_shared, &shared.done, Some(&shared.inbox))
+            }
+        }
+        (sharing, ran_alone)
     }
 
     /// After the frame: records its statistics, tells the pool who took
     /// part, learns node times and priorities, and reports panics.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn finish_frame(
         &mut self,
         pool_shared: &PoolShared,
@@ -713,6 +737,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// What the frame teaches the next ones: node estimates (which feed
     /// the wake-up decision in any order), priorities and the plan.
     /// `walked`: if it was planned, its nodes' summed time in ticks.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn learn(&mut self, number: u64, wall: Duration, walked: u64) {
         let timed = self.shared_mut().timed;
         let clarity = self.clarity(wall, walked);
@@ -768,6 +793,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.replan_if_stale();
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn record(&mut self, number: u64, wall: Duration, start_tick: u64, steals: u64, slots: usize) {
         // SAFETY: between frames (see `shared_mut`); borrowed alongside the
         // statistics.

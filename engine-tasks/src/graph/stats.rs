@@ -132,6 +132,7 @@ impl FrameStats {
 
     /// Statistics of no frame yet, for a graph of `n` nodes, in the memory
     /// held.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn reset(&mut self, n: usize) {
         self.frame = 0;
         self.wall = Duration::ZERO;
@@ -335,6 +336,7 @@ impl FrameStats {
     /// the next frame to rewrite); the critical path back from the sink
     /// that finished last is walked as `walk` says.
     #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn record(
         &mut self,
         frame: u64,
@@ -363,6 +365,7 @@ impl FrameStats {
     }
 
     /// The memory of the last path walked (or of the spare), cleared.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn take_path(&mut self) -> &mut Vec<usize> {
         let spare = self
             .spare_path
@@ -405,6 +408,7 @@ impl FrameStats {
     }
 
     /// Stores each slot's parked ticks (`parked(slot)`) for the frame.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn record_parked(&mut self, parked: impl Fn(usize) -> Option<u64>) {
         if self.parked.len() != self.slots {
             self.parked.resize(self.slots, None);

@@ -502,6 +502,7 @@ impl NextFrame {
     /// publishes (or clears) the forecast, with the `spans` of the frame's
     /// data and code for the woken workers to warm, whose key is
     /// `spans_key`.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_started(
         &self,
         start: u64,
@@ -534,6 +535,7 @@ impl NextFrame {
 
     /// A frame ended; the worker slots in `helpers` ran its nodes (none for
     /// a frame run alone).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ended(&self, helpers: u64) {
         if let Ok(mut state) = self.loop_state.try_lock() {
             let next = state.next;
@@ -545,6 +547,7 @@ impl NextFrame {
     /// A frame loop expects its next frame as `forecast` says, with the
     /// worker slots in `slots` taking part. Publishes nothing (and clears
     /// an earlier forecast) if the look would be too long.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn expect(&self, forecast: Forecast, slots: u64, nanos_per_tick: f64) {
         self.publish(&self.inner.tick, forecast, slots, nanos_per_tick);
     }
@@ -559,6 +562,7 @@ impl NextFrame {
     /// start counts from when a worker runs out of work; a worker may do so
     /// before the frame's thread leaves the frame. The next frame's start
     /// replaces or clears it ([`clear_soon`](Self::clear_soon)).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn expect_soon(&self, forecast: Forecast, nanos_per_tick: f64) {
         // Relaxed: the mask of the tick's forecast, which only steers who
         // looks; a stale one wakes other workers, at worst.
@@ -576,6 +580,7 @@ impl NextFrame {
     /// The frame that published a forecast of the next graph's frame
     /// (`expect_soon`) ends at `now`: from here on the forecast counts from
     /// `now`, and expires with its look.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ending(&self, now: u64) {
         let soon = &self.inner.soon;
         // Relaxed: the frame's thread that published it reads it back.
@@ -590,6 +595,7 @@ impl NextFrame {
 
     /// No graph's frame is expected within the tick after the starting
     /// one's.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn clear_soon(&self) {
         clear(&self.inner.soon);
     }
@@ -660,6 +666,7 @@ impl NextFrame {
     /// when the early-woken workers look for that frame's work. A worker on
     /// the same CPU would delay it by its look (module docs), so it moves
     /// its wake-up elsewhere (`Placement::steer_self_off`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ended_on(&self, cpu: Option<usize>) {
         let cpu = cpu.unwrap_or(usize::MAX);
         // Relaxed, both: a hint (module docs); checked first so that the
@@ -684,6 +691,7 @@ impl NextFrame {
     }
 
     /// The loop's measured period in ticks, if it is measured.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn period(&self) -> Option<f64> {
         // Relaxed: a hint (module docs).
         let period = f64::from_bits(self.inner.period.load(Ordering::Relaxed));

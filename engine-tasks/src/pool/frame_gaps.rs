@@ -78,6 +78,7 @@ impl FrameGaps {
 
     /// A frame ended at `end_tick`: returns the end's number, for
     /// [`gap_after`](Self::gap_after).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ended(&self, end_tick: u64) -> u64 {
         // Relaxed: published by the Release below. The tick goes first,
         // and the number's Release pairs with the Acquire load in
@@ -90,6 +91,7 @@ impl FrameGaps {
 
     /// A frame began at `start_tick`: the first to begin after the latest
     /// end records the gap since.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_began(&self, start_tick: u64) {
         // Acquire: pairs with the Release in `frame_ended`, so the tick read
         // below is this end's or a later one's. Relaxed, the rest: a hint
@@ -108,6 +110,7 @@ impl FrameGaps {
 
     /// The gap after end `end` until the pool's next frame began, in ticks,
     /// if one began since and the gap is still kept.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn gap_after(&self, end: u64) -> Option<u64> {
         // Relaxed: a hint (module docs).
         let slot = self.gaps[end as usize % GAP_SLOTS].load(Ordering::Relaxed);
@@ -125,6 +128,7 @@ impl FrameGaps {
     /// whose frames saw this change since its last frame had its data left
     /// in the caches through an idle gap (`Caches` in
     /// `graph/runtime/frame.rs`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn idle_starts(&self) -> u64 {
         // Relaxed: a hint (module docs).
         self.idle_starts.load(Ordering::Relaxed)

@@ -278,6 +278,7 @@ impl Shared {
     }
 
     /// Worker threads started so far (only grows).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn threads_started(&self) -> usize {
         // Relaxed: a hint; a thread that starts later only adds a runner.
         self.started.load(Ordering::Relaxed)
@@ -306,6 +307,7 @@ impl Shared {
     }
 
     /// Tries to borrow the guest slot (see module docs).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn try_take_guest(&self) -> bool {
         // Acquire: pairs with the Release in `release_guest`, handing over the
         // slot's owner-only state from the previous guest.
@@ -314,12 +316,14 @@ impl Shared {
             .is_ok()
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn release_guest(&self) {
         // Release: pairs with the Acquire in `try_take_guest`.
         self.guest_taken.store(false, Ordering::Release);
     }
 
     /// A task-graph frame starts on this pool, at `start_tick`.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_began(&self, start_tick: u64) {
         // Relaxed, here and below: a hint that only decides whether an idle
         // thread spins before it parks; the queues carry the tasks.
@@ -332,6 +336,7 @@ impl Shared {
 
     /// The frame that `frame_began` announced has ended, at `end_tick`:
     /// returns the end's number (`FrameGaps::gap_after`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ended(&self, end_tick: u64) -> u64 {
         self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
         self.frame_gaps.frame_ended(end_tick)
@@ -340,6 +345,7 @@ impl Shared {
     /// How long the pool was idle before a frame starting at `start_tick`,
     /// in ticks since its last frame ended: `None` while another frame
     /// runs, `Some(None)` before the pool's first frame.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn idle_gap_before(&self, start_tick: u64) -> Option<Option<u64>> {
         // Relaxed: a hint, as in `frame_began`.
         if self.frames_in_flight.load(Ordering::Relaxed) != 0 {
@@ -381,6 +387,7 @@ impl Shared {
     }
 
     /// The frame that `frame_shared` announced has ended.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_unshared(&self) {
         self.shared_frames.fetch_sub(1, Ordering::Relaxed);
     }
@@ -592,6 +599,7 @@ impl Shared {
 
     /// Tasks stolen so far, over every slot and lane; allocation-free, for
     /// per-frame statistics.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn stolen_tasks_total(&self) -> u64 {
         self.slots
             .iter()

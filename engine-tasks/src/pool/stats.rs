@@ -108,6 +108,7 @@ impl SlotCounters {
 
     /// Ticks parked up to `now`, including a park still going on. Racy by
     /// one park's worth at most, which is fine for statistics.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn parked_ticks_at(&self, now: u64) -> u64 {
         // Relaxed: a statistic.
         let since = self.parked_since.load(Ordering::Relaxed);

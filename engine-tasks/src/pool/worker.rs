@@ -79,6 +79,7 @@ impl<'a> Local<'a> {
     ///
     /// The caller owns slot `index` until the `Local` is dropped: worker
     /// `index`'s thread, or the holder of the guest slot.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) unsafe fn new(shared: &'a Shared, index: usize, searching: bool) -> Self {
         let slot = &shared.slots[index];
         let bit = 1u64 << index;
@@ -128,9 +129,11 @@ impl<'a> Local<'a> {
     }
 
     /// Makes `self` the thread's current context while `f` runs.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
         struct Restore(*const Local<'static>);
         impl Drop for Restore {
+            #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
             fn drop(&mut self) {
                 CURRENT.with(|c| c.set(self.0));
             }
@@ -311,6 +314,7 @@ impl<'a> Local<'a> {
     /// slot's ring and overflow queue would wait for the next guest, which
     /// may never come: move them to the injector and wake the helpers. With
     /// workers running, they steal the tasks.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn hand_queued_to_helpers(&self) {
         if !self.shared.needs_helpers() {
             return;
@@ -446,6 +450,7 @@ pub(crate) fn code_anchors() -> [usize; 3] {
 
 /// Whether the calling thread is one of `shared`'s worker threads (not
 /// the guest slot of an outside thread).
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {
     with_current(|local| {
         local.is_some_and(|l| ptr::eq(l.shared, shared) && l.index < shared.worker_count())
@@ -497,6 +502,7 @@ pub(crate) fn with_claimed_slot<R>(
 /// `with_slot` for a thread that is not in `shared`.
 #[cold]
 #[inline(never)]
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     if shared.try_take_guest() {
         return in_guest_slot(shared, f);
@@ -506,9 +512,11 @@ fn with_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) 
 
 /// Runs `f` in the guest slot, which this thread took (`try_take_guest`),
 /// and gives the slot back after.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     struct ReleaseGuest<'a>(&'a Shared);
     impl Drop for ReleaseGuest<'_> {
+        #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
         fn drop(&mut self) {
             let shared = self.0;
             shared.release_guest();
@@ -525,6 +533,7 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
     /// (placement.rs), and never after.
     struct Steered<'a>(&'a Placement);
     impl Drop for Steered<'_> {
+        #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
         fn drop(&mut self) {
             self.0.unregister_current_thread();
         }
@@ -533,6 +542,7 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
     /// `Local::hand_queued_to_helpers`.
     struct HandOver<'a, 'b>(&'a Local<'b>);
     impl Drop for HandOver<'_, '_> {
+        #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
         fn drop(&mut self) {
             self.0.hand_queued_to_helpers();
         }
@@ -549,6 +559,7 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
 }
 
 /// Runs `f` with the thread's current context in whatever pool it is in.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     let current = CURRENT.with(Cell::get);
     // SAFETY: as in `with_slot`.
@@ -564,6 +575,7 @@ pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
 
 impl Drop for AbortOnUnwind {
     #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn drop(&mut self) {
         if std::thread::panicking() {
             abort_with(self.0);

@@ -165,6 +165,7 @@ impl FrameGate {
     /// Evaluates frame `epoch`'s answer and publishes it: for the thread
     /// that claimed the evaluation, or the only one asking.
     #[cold]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn evaluate(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
         let mut publish = Publish {
             gate: self,

@@ -130,12 +130,14 @@ impl Placement {
     }
 
     /// The calling thread now owns the slot; wake-ups may steer it.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn register_current_thread(&self) {
         self.lock().tid = os::current_tid();
     }
 
     /// The calling thread no longer owns the slot; gives back its mask if
     /// a steer left it narrowed.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn unregister_current_thread(&self) {
         let mut steer = self.lock();
         restore_locked(&mut steer);

@@ -430,6 +430,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// One function, longer than most, because it is the loop of a light
     /// frame: its clock reads, lane switches and hand-over checks share
     /// locals the compiler keeps in registers across nodes.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn run_alone(
         &self,
         plan: &mut AlonePlan,

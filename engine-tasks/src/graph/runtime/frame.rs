@@ -233,6 +233,7 @@ impl<C: ?Sized> Shared<C> {
 
     /// Prepares a frame; needs `&mut`, so no task of an earlier frame runs.
     /// Node states need nothing (module docs).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn reset(&mut self, sinks: usize) {
         *self.failed.get_mut() = false;
         *self.helper_slots.get_mut() = 0;
@@ -344,6 +345,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// the node does not hold: the rules every way of running a frame
     /// (alone, queued, planned) applies through this one function.
     #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> NodeOutcome {
         let node = &self.nodes[index as usize];
         // Relaxed: set before a dependency's AcqRel count, which the last

@@ -356,6 +356,7 @@ impl ShareThreshold {
 
     /// Whether a frame of `nanos` of work (or wall time, untimed) over
     /// `nodes` nodes is worth waking and keeping a second thread for.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn worth_a_second_thread(&self, nanos: f64, nodes: usize) -> bool {
         nanos >= self.frame_nanos && nanos / nodes.max(1) as f64 >= self.node_nanos
     }
@@ -558,6 +559,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// costs, such as first touches of memory, that made a graph of a few
     /// empty nodes look worth a second thread), or by this frame's wall time
     /// for an untimed one.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn update_wakes(&mut self, wall: Duration) {
         let nanos = if self.shared_mut().timed {
             self.estimate_total as f64 * self.rate.nanos_per_tick()

@@ -762,6 +762,38 @@ fn a_graphs_code_spans_start_at_its_anchors() {
     assert_eq!(spans, super::Runtime::<()>::code_spans());
 }
 
+/// On Linux the functions a frame runs from its entry to its return lie
+/// in the frame's code section, which a frame after a gap warms whole
+/// (`sync/prefetch.rs`); the planned walk, which frames run alone never
+/// reach, lies outside it.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_frames_entry_and_its_walk_alone_lie_in_the_frame_code() {
+    use crate::graph::stats::FrameStats;
+    use crate::sync::prefetch::{frame_code, LINE_BYTES};
+    let code = frame_code();
+    let section = code.start..code.start + code.lines * LINE_BYTES;
+    let placed = [
+        super::Runtime::<()>::run_frame as *const () as usize,
+        super::Runtime::<()>::run_nodes_in as *const () as usize,
+        super::Shared::<()>::run_alone as *const () as usize,
+        super::Shared::<()>::run_body as *const () as usize,
+        FrameStats::reset as *const () as usize,
+        crate::pool::registry::Shared::frame_began as *const () as usize,
+    ];
+    for (i, address) in placed.into_iter().enumerate() {
+        assert!(
+            section.contains(&address),
+            "function {i} lies outside {code:?}"
+        );
+    }
+    let walk = super::Shared::<()>::walk_plan as *const () as usize;
+    assert!(
+        !section.contains(&walk),
+        "the planned walk lies in {code:?}"
+    );
+}
+
 /// The spans a graph publishes for the early-woken workers to warm hold
 /// its runtime and frame state first, then its read-only arrays in the
 /// order a walk reads them (the plan's lists, the dependency and successor
