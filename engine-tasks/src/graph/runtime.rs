@@ -76,7 +76,7 @@ use crate::pool::spawn::panic_message;
 use crate::pool::worker::{self, AbortOnUnwind, Local, SlotClaim};
 use crate::pool::PoolHandle;
 use crate::sync::latch::Waiter;
-use crate::sync::prefetch::{self, Span, MAX_CODE_SPANS, MAX_DATA_LINES, MAX_SPANS};
+use crate::sync::prefetch::{self, CodeSection, Span, MAX_CODE_SPANS, MAX_DATA_LINES, MAX_SPANS};
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
 use std::ptr::NonNull;
@@ -276,12 +276,19 @@ impl<C: ?Sized + Sync> Runtime<C> {
         }
     }
 
-    /// The code a frame of this graph runs, around the addresses of a few
-    /// functions: this graph's frame, the planned walk, a helper's and a
-    /// queued node's task functions (compiled where `C` is known), and the
-    /// pool's (`sync/prefetch.rs`).
+    /// The code a frame of this graph runs: on Linux the two sections of
+    /// the engine's frame code, the shared frames' first (what an
+    /// early-woken worker runs first); elsewhere the code around the
+    /// addresses of a few functions: this graph's frame, the planned walk,
+    /// a helper's and a queued node's task functions (compiled where `C`
+    /// is known), and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
-        prefetch::code_spans(&Self::code_anchors())
+        let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
+        if sections.iter().all(|section| section.lines > 0) {
+            std::array::from_fn(|i| sections.get(i).copied().unwrap_or_default())
+        } else {
+            prefetch::code_spans(&Self::code_anchors())
+        }
     }
 
     /// What the workers that wake early for the next frame warm: this
@@ -379,7 +386,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
             .last_end_tick
             .is_none_or(|end| clock::ticks().saturating_sub(end) >= cold_code_ticks)
         {
-            prefetch::warm_frame_code();
+            CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
         let resources = self.resources_of.map(|of| of(data));

@@ -379,6 +379,7 @@ impl Shared {
     /// A running frame queues its nodes for any thread; until
     /// `frame_unshared`, threads that run out of work look for more for up
     /// to `wait_ticks` before they park.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn frame_shared(&self, wait_ticks: u64) {
         store_if_moved(&self.in_frame_wait_ticks, wait_ticks);
         // Relaxed, here and below: a hint for how long an idle thread looks
@@ -468,6 +469,7 @@ impl Shared {
 
     /// Queues a task that must run even during shutdown (a `join` half or a
     /// scope task whose submitter waits for it); never fails.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn inject_structured(&self, lane: Lane, task: TaskRef) {
         self.injector[lane.index()].push(task);
         self.external.lanes[lane.index()].spawned.add_shared(1);
@@ -484,6 +486,7 @@ impl Shared {
 
     /// Wakes (or starts) one thread for new work of `lane`, unless a searcher
     /// is already active. See `idle.rs`.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn notify(&self, lane: Lane) {
         match self.sleep.notify(lane, self.can_spawn()) {
             Notify::Busy => {}

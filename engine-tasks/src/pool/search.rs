@@ -38,6 +38,7 @@ use std::sync::atomic::Ordering;
 impl Local<'_> {
     /// See the module docs. `thorough` ignores the advertisement masks and
     /// looks at every slot: the last look before parking.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn find_task(&self, floor: Lane, thorough: bool) -> Option<Found> {
         self.first_in_lanes(
             floor,
@@ -151,6 +152,7 @@ impl Local<'_> {
 
     /// The most urgent lane less urgent than `floor` with queued work
     /// anywhere in the pool (a thorough look, for the parking path).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn visible_lane_below(&self, floor: Lane) -> Option<Lane> {
         let shared = self.shared;
         Lane::ALL[floor.index() + 1..]
@@ -172,6 +174,7 @@ impl Local<'_> {
             || (thorough && shared.slots.iter().any(|s| s.has_work(lane)))
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn find_in_lane(&self, lane: Lane, thorough: bool) -> Option<TaskRef> {
         self.pop_local(lane)
             .or_else(|| self.pop_injector(lane))
@@ -222,6 +225,7 @@ impl Local<'_> {
     }
 
     /// [`Local::refill`], also returning how many tasks moved to the ring.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn refill_counted(
         &self,
         queue: &TaskQueue,

@@ -272,6 +272,7 @@ impl Local<'_> {
 
     /// Runs the next task of `inbox` (tasks only this thread may run) as a
     /// task of `lane`. Whether it ran one.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn run_from_inbox(&self, inbox: &TaskQueue, lane: Lane) -> bool {
         if inbox.is_empty() {
             return false;
@@ -292,6 +293,7 @@ impl Local<'_> {
     /// runs the tasks that only this thread may run (`inbox`: the frame's
     /// pinned nodes), first. Whoever pushes to the inbox unparks this slot
     /// afterwards.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn wait_frame(&self, latch: &Latch, floor: Lane, inbox: &TaskQueue) {
         let _span = instrument::wait();
         self.wait_loop(
@@ -463,6 +465,7 @@ impl Local<'_> {
     /// token published its task before its fence; our release of the token
     /// and the fence after it come later in the SeqCst order, so the look
     /// below sees that task (the same pair as in idle.rs).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn leave_search(&self) {
         if !self.searching.replace(false) || !self.shared.sleep.end_search() {
             return;
@@ -493,6 +496,7 @@ impl Local<'_> {
     /// was held further up its chain of joins (a background task joins a
     /// normal one that joins a background one). The ring's tasks need a
     /// permit like any other start of background work.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn take_newest(&self, floor: Lane) -> Option<Found> {
         let own = |task, lane| Found {
             task,
@@ -515,6 +519,7 @@ impl Local<'_> {
 
     /// The newest task of `lane` in this thread's ring, with a background
     /// permit if the lane needs one (`None` also when none is free).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn take_newest_from_ring(&self, lane: Lane) -> Option<Found> {
         if self.queues(lane).ring.is_empty() {
             return None;

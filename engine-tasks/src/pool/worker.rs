@@ -273,6 +273,7 @@ impl<'a> Local<'a> {
 
     // ----- running -----
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn run_found(&self, found: Found) {
         self.hand_on_search(found.lane);
         let permit = u32::from(found.background_permit);
@@ -344,6 +345,7 @@ impl<'a> Local<'a> {
         }
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn run_task(&self, task: TaskRef, lane: Lane) {
         self.search.end();
         let scope = task.scope();
@@ -370,6 +372,7 @@ impl<'a> Local<'a> {
     /// `floor` wakes it, as does an unpark of its slot) unless `stop`
     /// holds when checked after announcing idle; runs a task found on the
     /// way. For the walkers of a planned frame (`graph/runtime/planned.rs`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn sleep_unless(&self, floor: Lane, stop: impl Fn() -> bool) {
         match self.idle(floor, true, stop) {
             Idle::Found(found) => self.run_found(found),
@@ -392,6 +395,7 @@ impl<'a> Local<'a> {
 
     /// Runs `f` as a wait: [`Local::in_a_wait`] holds inside it. For a
     /// planned frame's walk, which runs other tasks while it waits too.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn as_a_wait<R>(&self, f: impl FnOnce() -> R) -> R {
         self.wait_depth.set(self.wait_depth.get() + 1);
         let result = f();

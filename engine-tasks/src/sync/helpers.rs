@@ -101,6 +101,7 @@ impl<W> Helpers<W> {
 
     /// Wakes every helper with `wake`. The caller queued work and then
     /// issued a SeqCst fence (module docs).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn wake_all(&self, wake: impl Fn(&W)) {
         // Relaxed: ordered by the caller's fence (module docs).
         if self.count.load(Ordering::Relaxed) == 0 {

@@ -162,6 +162,7 @@ impl Latch {
         last
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn set(&self) {
         // Acquire: pairs with the AcqRel CAS in `register`, so the waiter
         // cell's contents are visible if WAITER is set.

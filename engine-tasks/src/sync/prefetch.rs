@@ -23,7 +23,9 @@
 //! `docs/performance.md`. Ahead of the frame, from the other core, the
 //! warming does pay.)
 //!
-//! Which code: the compiler decides where functions land, and code that is
+//! Which code: on Linux, the two sections of the frame's code (below),
+//! the shared frames' first. Elsewhere the compiler decides where
+//! functions land, and code that is
 //! inlined has no address of its own, so the spans are worked out from a
 //! few *anchors*, addresses of functions: the frame's entry and the
 //! helper's and a queued node's task functions (always out of line), the
@@ -74,24 +76,31 @@
 //!
 //! So on Linux the functions a frame runs from its entry to its return
 //! (the runtime's, the statistics', the pool's frame bookkeeping and its
-//! guest slot) are compiled into one linker section,
-//! `engine_tasks_frame`: the attribute
-//! `#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]`
-//! on each. The linker places the section in one piece, about 40 KB: the
-//! same frame then touched 17 pages. A frame that comes after a gap
-//! ([`COLD_CODE_NANOS`]) first asks for every line of the section at once
-//! ([`warm_frame_code`]), so that the misses overlap instead of coming one
-//! after another. On the development VM a one-node frame run alone at
-//! 60 Hz went from 22.6 to 20.3 µs with the section (builds taking turns),
-//! and from 20.5 to 16.9 with the warming (in-process A/B). Unlike the
-//! 58 KiB of the engine's code that the earlier attempt above warmed, the
-//! section holds only what a frame runs. Back to back the warming would
-//! cost about 0.3 µs a frame, so frames that follow closely skip it. Linkers define `__start_`/`__stop_`
-//! symbols for a section whose name is an identifier, which bound it.
-//! Elsewhere than Linux the attribute does nothing and the span is empty.
+//! guest slot) carry
+//! `#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]`,
+//! and what a frame that shares runs besides (the planned walk, the
+//! helper task, the pool's path for tasks and waits) carries the same with
+//! `engine_tasks_shared` ([`CodeSection`]). The linker places each section
+//! in one piece (about 40 KB for the first with one graph context type;
+//! each further type adds its copy of the generic code), and linkers
+//! define `__start_`/`__stop_` symbols that bound a section whose name is
+//! an identifier. The one-node frame then touched 17 pages.
+//!
+//! A frame that comes after a gap ([`COLD_CODE_NANOS`]) first asks for
+//! every line of the frame section at once ([`CodeSection::warm`]), so that
+//! the misses overlap instead of coming one after another. On the
+//! development VM a one-node frame run alone at 60 Hz went from 22.6 to
+//! 20.3 µs with the section (builds taking turns), and from 20.5 to 16.9
+//! with the warming (in-process A/B). Unlike the 58 KiB of the engine's
+//! code that the earlier attempt above warmed, the section holds only what
+//! a frame runs. Back to back the warming would cost about 0.3 µs a frame,
+//! so frames that follow closely skip it. The frame's thread does not
+//! warm the shared frames' section: a planned frame's early-woken worker
+//! does, and the thread's own warming of it showed no gain. Off Linux the
+//! attributes do nothing and the sections are empty.
 
 /// A gap since a graph's last frame after which its next frame takes the
-/// engine's code to be cold and warms it ([`warm_frame_code`]): longer than
+/// engine's code to be cold and warms it ([`CodeSection::warm`]): longer than
 /// frames back to back leave (a few µs), shorter than a frame loop's sleep
 /// or a game's other work between two frames of a graph.
 pub(crate) const COLD_CODE_NANOS: f64 = 100_000.0;
@@ -363,41 +372,64 @@ impl Warming {
     }
 }
 
-/// The lines of the engine's frame code (module docs): the linker
-/// section `engine_tasks_frame` on Linux, empty elsewhere.
-#[cfg(target_os = "linux")]
-#[link_section = "engine_tasks_frame"]
-pub(crate) fn frame_code() -> Span {
-    // The linker defines both symbols around the section, which holds this
-    // function: whenever this reference is linked, the section exists.
-    extern "C" {
-        static __start_engine_tasks_frame: u8;
-        static __stop_engine_tasks_frame: u8;
-    }
-    let start = &raw const __start_engine_tasks_frame as usize;
-    let end = &raw const __stop_engine_tasks_frame as usize;
-    let first = start - start % LINE_BYTES;
-    Span {
-        start: first,
-        lines: end.saturating_sub(first).div_ceil(LINE_BYTES),
-    }
+/// A linker section that holds the engine's code for a kind of frame
+/// (module docs), on Linux.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CodeSection {
+    /// `engine_tasks_frame`: what every frame runs from its entry to its
+    /// return.
+    Frame,
+    /// `engine_tasks_shared`: what a frame that shares runs besides, the
+    /// planned walk and the pool's path for tasks and waits.
+    Shared,
 }
 
-/// The lines of the engine's frame code: none off Linux (module docs).
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn frame_code() -> Span {
-    Span::default()
-}
+impl CodeSection {
+    /// The section's lines; empty off Linux.
+    #[cfg(target_os = "linux")]
+    #[link_section = "engine_tasks_frame"]
+    pub(crate) fn span(self) -> Span {
+        // The linker defines these around each section. Both sections hold
+        // functions that every frame's entry reaches or calls, so whenever
+        // this reference is linked, both sections exist.
+        extern "C" {
+            static __start_engine_tasks_frame: u8;
+            static __stop_engine_tasks_frame: u8;
+            static __start_engine_tasks_shared: u8;
+            static __stop_engine_tasks_shared: u8;
+        }
+        let (start, end) = match self {
+            CodeSection::Frame => (
+                &raw const __start_engine_tasks_frame as usize,
+                &raw const __stop_engine_tasks_frame as usize,
+            ),
+            CodeSection::Shared => (
+                &raw const __start_engine_tasks_shared as usize,
+                &raw const __stop_engine_tasks_shared as usize,
+            ),
+        };
+        let first = start - start % LINE_BYTES;
+        Span {
+            start: first,
+            lines: end.saturating_sub(first).div_ceil(LINE_BYTES),
+        }
+    }
 
-/// Asks for every line of the engine's frame code ([`frame_code`]) to be
-/// brought into this core's second-level cache, all at once, so that the
-/// frame's misses on its code overlap (module docs). A hint: nothing is
-/// read into the program.
-#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
-pub(crate) fn warm_frame_code() {
-    let code = frame_code();
-    for k in 0..code.lines {
-        line_to_l2(code.start + k * LINE_BYTES);
+    /// The section's lines: none off Linux (module docs).
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn span(self) -> Span {
+        Span::default()
+    }
+
+    /// Asks for every line of the section to be brought into this core's
+    /// second-level cache, all at once, so that the frame's misses on its
+    /// code overlap (module docs). A hint: nothing is read into the program.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
+    pub(crate) fn warm(self) {
+        let code = self.span();
+        for k in 0..code.lines {
+            line_to_l2(code.start + k * LINE_BYTES);
+        }
     }
 }
 
@@ -602,17 +634,23 @@ mod tests {
     /// The frame's code section holds the functions compiled into it and
     /// not others; it is empty off Linux.
     #[test]
-    fn the_frame_code_is_the_section_of_its_functions() {
-        let code = frame_code();
-        let section = code.start..code.start + code.lines * LINE_BYTES;
-        let warm = warm_frame_code as *const () as usize;
-        let outside = code_spans as *const () as usize;
+    fn each_code_section_holds_its_functions_and_no_others() {
+        let frame = CodeSection::Frame.span();
+        let shared = CodeSection::Shared.span();
+        let within =
+            |span: Span, f: usize| (span.start..span.start + span.lines * LINE_BYTES).contains(&f);
+        let warm = CodeSection::warm as *const () as usize;
+        let set = crate::pool::registry::Shared::inject_structured as *const () as usize;
+        let elsewhere = code_spans as *const () as usize;
         if cfg!(target_os = "linux") {
-            assert!(code.lines > 0 && code.start % LINE_BYTES == 0);
-            assert!(section.contains(&warm), "{warm:#x} outside {code:?}");
-            assert!(!section.contains(&outside), "{outside:#x} inside {code:?}");
+            for span in [frame, shared] {
+                assert!(span.lines > 0 && span.start % LINE_BYTES == 0, "{span:?}");
+                assert!(!within(span, elsewhere), "{elsewhere:#x} inside {span:?}");
+            }
+            assert!(within(frame, warm) && !within(shared, warm));
+            assert!(within(shared, set) && !within(frame, set));
         } else {
-            assert_eq!(code, Span::default());
+            assert_eq!((frame, shared), (Span::default(), Span::default()));
         }
     }
 }

@@ -247,6 +247,7 @@ impl<C: ?Sized> Shared<C> {
     /// frame's thread enters its slot in the pool; the frame's latch counts
     /// each. Queued as tasks that run even during the pool's shutdown: the
     /// frame waits for them.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn queue_helpers(&self, helpers: usize, pool: &PoolShared) {
         // Relaxed: the pushes below publish it.
         self.helpers_pending.store(helpers, Ordering::Relaxed);
@@ -413,6 +414,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// through the frame's thread polling it. After this returns the graph
     /// may be gone (module docs).
     #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn finish_sinks(&self, n: usize) -> bool {
         // AcqRel: release publishes the work of the `n` sinks counted
         // (and, through the countdowns' release chain, or in a planned
@@ -492,6 +494,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// there, in this frame, and the check after the running node then
     /// waits for it.
     #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn prefetch_turn(&self, index: u32) {
         for &dependency in self.dependencies_of(index).iter().take(TURN_DEPENDENCIES) {
             // For reading: the thread that runs the dependency may still
@@ -721,6 +724,7 @@ pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 ///
 /// `header` is the header of a `HelperTask<C>` queued by `prepare_frame`
 /// for the running frame.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
 pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
     // SAFETY: `HelperTask` is `repr(C)` with the header first, and the
     // frame waits for this task's count-down, so the graph is alive.

@@ -333,6 +333,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// `frame_thread`: the caller is the frame's thread. A helper that runs
     /// inside a wait on its thread walks only while it finds a ready node
     /// (see [`Local::in_a_wait`]).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn walk_plan(
         &self,
         me: usize,
@@ -451,6 +452,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// for another node; it is claimed already (`next_step` moves past
     /// it); another thread won the swap (`head` moved past it here, as in
     /// `next_step`).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn claim_next(&self, me: usize, head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
         let schedule = &self.schedule;
         let &index = schedule.list(me).get(*head)?;
@@ -469,6 +471,7 @@ impl<C: ?Sized + Sync> Shared<C> {
 
     /// Claims the next node: the head of list `me` if it is ready, else
     /// the first ready head of another list.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn next_step(&self, schedule: &Schedule, me: usize, heads: &mut Heads, epoch: u64) -> Step {
         let lists = schedule.lists();
         let mut blocked = false;
@@ -542,6 +545,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// [`IN_FRAME_WAIT_NANOS`](super::IN_FRAME_WAIT_NANOS), running pool
     /// tasks of the graph's lane meanwhile, then sleeps until a walker
     /// finishes a node or such a task is pushed, and so on.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn wait_for_progress(
         &self,
         schedule: &Schedule,

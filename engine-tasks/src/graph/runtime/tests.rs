@@ -740,15 +740,24 @@ fn a_frame_held_up_every_other_frame_counts() {
     assert!(graph.runtime.estimate_total > before + ticks_300_us);
 }
 
-/// The code spans a graph publishes for the early-woken workers to warm
-/// are worked out from its real anchors: each span starts at an anchor's
-/// line, the lowest anchor lies in the first span, and the spans stay in
-/// the line budget (`sync/prefetch.rs`).
+/// The code spans a graph publishes for the early-woken workers to warm:
+/// on Linux the two sections of the engine's frame code, the shared
+/// frames' first; elsewhere spans worked out from its real anchors, each
+/// starting at an anchor's line, the lowest anchor in the first span, and
+/// the spans in the line budget (`sync/prefetch.rs`).
 #[test]
-fn a_graphs_code_spans_start_at_its_anchors() {
-    use crate::sync::prefetch::{LINE_BYTES, MAX_LINES};
-    let anchors = super::Runtime::<()>::code_anchors();
+fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
+    use crate::sync::prefetch::{CodeSection, Span, LINE_BYTES, MAX_LINES};
     let spans = super::Runtime::<()>::code_spans();
+    // The same spans every time: the graph publishes them every frame.
+    assert_eq!(spans, super::Runtime::<()>::code_spans());
+    if cfg!(target_os = "linux") {
+        let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
+        assert_eq!(spans[..2], sections);
+        assert!(spans[2..].iter().all(|span| *span == Span::default()));
+        return;
+    }
+    let anchors = super::Runtime::<()>::code_anchors();
     let lowest = *anchors.iter().min().unwrap();
     assert!(spans[0].start <= lowest && lowest < spans[0].start + spans[0].lines * LINE_BYTES);
     for span in spans.iter().filter(|s| s.lines > 0) {
@@ -758,20 +767,18 @@ fn a_graphs_code_spans_start_at_its_anchors() {
         );
     }
     assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
-    // The same spans every time: the graph publishes them every frame.
-    assert_eq!(spans, super::Runtime::<()>::code_spans());
 }
 
 /// On Linux the functions a frame runs from its entry to its return lie
 /// in the frame's code section, which a frame after a gap warms whole
 /// (`sync/prefetch.rs`); the planned walk, which frames run alone never
-/// reach, lies outside it.
+/// reach, lies in the section of frames that share.
 #[test]
 #[cfg(target_os = "linux")]
-fn a_frames_entry_and_its_walk_alone_lie_in_the_frame_code() {
+fn a_frames_code_lies_in_the_section_of_its_kind() {
     use crate::graph::stats::FrameStats;
-    use crate::sync::prefetch::{frame_code, LINE_BYTES};
-    let code = frame_code();
+    use crate::sync::prefetch::{CodeSection, LINE_BYTES};
+    let code = CodeSection::Frame.span();
     let section = code.start..code.start + code.lines * LINE_BYTES;
     let placed = [
         super::Runtime::<()>::run_frame as *const () as usize,
