@@ -355,12 +355,22 @@ impl FrameStats {
         self.steals = steals;
         self.slots = slots;
         std::mem::swap(&mut self.runs, runs);
-        // The buffer stays the spare unless the path is walked now.
-        let spare = self.take_path();
-        if let PathWalk::Now(released_by) = walk {
-            let mut path = std::mem::take(spare);
-            walk_back(&self.runs, &self.topology.sinks, &mut path, released_by);
-            self.critical_path = OnceLock::from(path);
+        match walk {
+            // Walked again in the last path's memory if it was walked: a
+            // new `OnceLock` costs a call into the standard library's
+            // `Once`, whose code a paced frame finds cold.
+            PathWalk::Now(released_by) => match self.critical_path.get_mut() {
+                Some(path) => walk_back(&self.runs, &self.topology.sinks, path, released_by),
+                None => {
+                    let mut path = std::mem::take(self.take_path());
+                    walk_back(&self.runs, &self.topology.sinks, &mut path, released_by);
+                    self.critical_path = OnceLock::from(path);
+                }
+            },
+            // The buffer stays the spare until the path is asked for.
+            PathWalk::WhenAsked => {
+                self.take_path();
+            }
         }
     }
 
