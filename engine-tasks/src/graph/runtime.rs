@@ -278,14 +278,22 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// The code a frame of this graph runs: on Linux the two sections of
     /// the engine's frame code, the shared frames' first (what an
-    /// early-woken worker runs first); elsewhere the code around the
+    /// early-woken worker runs first), within `MAX_LINES`; elsewhere the code around the
     /// addresses of a few functions: this graph's frame, the planned walk,
     /// a helper's and a queued node's task functions (compiled where `C`
     /// is known), and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
         let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
         if sections.iter().all(|section| section.lines > 0) {
-            std::array::from_fn(|i| sections.get(i).copied().unwrap_or_default())
+            // In the line budget, the first section first (each graph
+            // context type adds its copy of the generic code).
+            let mut budget = prefetch::MAX_LINES;
+            std::array::from_fn(|i| {
+                let mut span = sections.get(i).copied().unwrap_or_default();
+                span.lines = span.lines.min(budget);
+                budget -= span.lines;
+                span
+            })
         } else {
             prefetch::code_spans(&Self::code_anchors())
         }

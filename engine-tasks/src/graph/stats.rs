@@ -173,6 +173,7 @@ impl FrameStats {
         self.sharing
     }
 
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn set_sharing(&mut self, sharing: FrameSharing) {
         self.sharing = sharing;
     }
@@ -404,12 +405,14 @@ impl FrameStats {
     }
 
     /// How many nodes of the graph have no successors.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn sink_count(&self) -> usize {
         self.topology.sinks.len()
     }
 
     /// The pool slots (below 64) that ran or skipped a node in the frame,
     /// a bit each.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn slots_that_ran(&self) -> u64 {
         self.runs
             .iter()

@@ -388,7 +388,7 @@ impl Shared {
     }
 
     /// The frame that `frame_shared` announced has ended.
-    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn frame_unshared(&self) {
         self.shared_frames.fetch_sub(1, Ordering::Relaxed);
     }

@@ -71,6 +71,7 @@ impl Local<'_> {
     /// next frame as long as the loop asked (`Shared::linger_ticks`, zero
     /// for a paced loop), then parks. Outside frames a waiting thread keeps
     /// the short spin: its target may finish on another thread any moment.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
         let ended_frame = self.ended_frame.replace(false);
@@ -405,6 +406,7 @@ impl Local<'_> {
     /// whether it did), then the ordinary search, then the idle protocol,
     /// until `latch` is set. `more_work` wakes the idle protocol early for
     /// work `first_look` would find that the search does not see.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn wait_loop(
         &self,
         latch: &Latch,
@@ -553,6 +555,7 @@ impl Local<'_> {
 ///
 /// `inbox` holds tasks that only this thread may run (a frame's pinned
 /// nodes); whoever pushes to it unparks this thread afterwards.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
 pub(crate) fn wait_without_slot(shared: &Shared, latch: &Latch, inbox: Option<&TaskQueue>) {
     if latch.is_set() {
         return;

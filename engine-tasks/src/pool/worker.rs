@@ -478,6 +478,7 @@ pub(crate) enum SlotClaim {
 /// Claims the slot [`with_slot`] would run in, to run there later with
 /// [`with_claimed_slot`], which must follow (a [`SlotClaim::Guest`] holds
 /// the pool's guest slot until then).
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn claim_slot(shared: &Shared) -> SlotClaim {
     let current = CURRENT.with(Cell::get);
     // SAFETY: as in `with_slot`.
@@ -491,6 +492,7 @@ pub(crate) fn claim_slot(shared: &Shared) -> SlotClaim {
 
 /// [`with_slot`] in the slot that `claim` ([`claim_slot`], on this thread)
 /// holds.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn with_claimed_slot<R>(
     shared: &Shared,
     claim: SlotClaim,

@@ -206,6 +206,7 @@ fn narrow_locked(steer: &mut Steer, cpu: usize) {
 }
 
 /// The CPU the calling thread runs on, if known.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn current_cpu() -> Option<usize> {
     os::current_cpu()
 }

@@ -33,10 +33,10 @@
 //! measured; taking the address keeps a copy, which the compiler places
 //! near the code that calls it). Anchors close to each other are taken as
 //! one stretch of code, from the first to the last plus [`TAIL_BYTES`]
-//! ([`code_spans`]). In the 2-core development VM's release builds the
-//! engine's anchors lie within about 260 KB of each other, one span; the
-//! warming starts at its lowest address, which there is the planned
-//! walker's code.
+//! ([`code_spans`]). In the 2-core development VM's release builds,
+//! before the sections, the engine's anchors lay within about 260 KB of
+//! each other, one span; the warming started at its lowest address, the
+//! planned walker's code.
 //!
 //! Before the code, a warming walks a graph's read-only arrays
 //! ([`data_spans`]: its plan's lists, its dependency and successor rows,
@@ -81,8 +81,8 @@
 //! and what a frame that shares runs besides (the planned walk, the
 //! helper task, the pool's path for tasks and waits) carries the same with
 //! `engine_tasks_shared` ([`CodeSection`]). The linker places each section
-//! in one piece (about 40 KB for the first with one graph context type;
-//! each further type adds its copy of the generic code), and linkers
+//! in one piece (about 40 KB for the first with one graph context type
+//! and lld; each further type adds its copy of the generic code), and linkers
 //! define `__start_`/`__stop_` symbols that bound a section whose name is
 //! an identifier. The one-node frame then touched 17 pages.
 //!
@@ -391,24 +391,9 @@ impl CodeSection {
     #[cfg(target_os = "linux")]
     #[link_section = "engine_tasks_frame"]
     pub(crate) fn span(self) -> Span {
-        // The linker defines these around each section. Both sections hold
-        // functions that every frame's entry reaches or calls, so whenever
-        // this reference is linked, both sections exist.
-        extern "C" {
-            static __start_engine_tasks_frame: u8;
-            static __stop_engine_tasks_frame: u8;
-            static __start_engine_tasks_shared: u8;
-            static __stop_engine_tasks_shared: u8;
-        }
         let (start, end) = match self {
-            CodeSection::Frame => (
-                &raw const __start_engine_tasks_frame as usize,
-                &raw const __stop_engine_tasks_frame as usize,
-            ),
-            CodeSection::Shared => (
-                &raw const __start_engine_tasks_shared as usize,
-                &raw const __stop_engine_tasks_shared as usize,
-            ),
+            CodeSection::Frame => frame_section_bounds(),
+            CodeSection::Shared => shared_section_bounds(),
         };
         let first = start - start % LINE_BYTES;
         Span {
@@ -433,6 +418,40 @@ impl CodeSection {
             line_to_l2(code.start + k * LINE_BYTES);
         }
     }
+}
+
+/// The addresses the linker gives the first byte of `engine_tasks_frame`
+/// and the byte past its end. Each section's bounds are read by a function
+/// in it, so whenever the reference is linked the section holds at least
+/// that function (a linker that collects unused sections does not keep one
+/// for its bounds' symbols alone).
+#[cfg(target_os = "linux")]
+#[link_section = "engine_tasks_frame"]
+#[inline(never)]
+fn frame_section_bounds() -> (usize, usize) {
+    extern "C" {
+        static __start_engine_tasks_frame: u8;
+        static __stop_engine_tasks_frame: u8;
+    }
+    (
+        &raw const __start_engine_tasks_frame as usize,
+        &raw const __stop_engine_tasks_frame as usize,
+    )
+}
+
+/// [`frame_section_bounds`] for `engine_tasks_shared`.
+#[cfg(target_os = "linux")]
+#[link_section = "engine_tasks_shared"]
+#[inline(never)]
+fn shared_section_bounds() -> (usize, usize) {
+    extern "C" {
+        static __start_engine_tasks_shared: u8;
+        static __stop_engine_tasks_shared: u8;
+    }
+    (
+        &raw const __start_engine_tasks_shared as usize,
+        &raw const __stop_engine_tasks_shared as usize,
+    )
 }
 
 /// Asks the CPU to start loading the cache line at `address` into this
@@ -636,6 +655,7 @@ mod tests {
     /// The frame's code section holds the functions compiled into it and
     /// not others; it is empty off Linux.
     #[test]
+    #[cfg(not(loom))]
     fn each_code_section_holds_its_functions_and_no_others() {
         let frame = CodeSection::Frame.span();
         let shared = CodeSection::Shared.span();

@@ -289,6 +289,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// wake-up per lane: by the nodes' `wakes` flags, or for every lane
     /// with `wake_all`. Pinned nodes go to the inbox, which the frame's
     /// thread (the caller) drains while it waits.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn queue_ready(
         &self,
         nodes: impl Iterator<Item = u32>,
@@ -324,6 +325,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     ///
     /// A frame of this graph is running: `run_frame` set the inputs and has
     /// not returned, which it does only after the caller's last access.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) unsafe fn frame_view(&self, local: Option<&Local<'_>>) -> FrameView<'_, C> {
         let inputs = &self.inputs;
         let data = inputs.data.expect("set before the roots are queued");
@@ -701,6 +703,7 @@ impl Pushed {
 ///
 /// `header` is the header of a `NodeTask<C>` queued by `run_frame` or
 /// `execute` for the running frame.
+#[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
 pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
     // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
     // outlives the frame's unfinished nodes (module docs).

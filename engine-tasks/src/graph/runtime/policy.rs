@@ -230,6 +230,7 @@ impl SharingTrial {
     /// The margin on the node threshold at which the frame about to run
     /// hands over if it starts alone (`HandOverRule`), or `None` for no
     /// hand-over (see the type's docs).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn hand_over_margin(&self) -> Option<u64> {
         self.margin
     }
@@ -347,6 +348,7 @@ impl ShareThreshold {
     /// hand-over: as `trial` says for the default threshold, the usual
     /// [`HAND_OVER_MARGIN`](alone::HAND_OVER_MARGIN) for one that was set
     /// (whatever a trial of an earlier build left).
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn hand_over_margin(&self, trial: &SharingTrial) -> Option<u64> {
         match self.origin {
             Origin::Default => trial.hand_over_margin(),
@@ -382,6 +384,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// `pool/frame_gaps.rs`) and tells the pool how long its idle threads
     /// should wait for the next frame before they park (see
     /// [`LINGER_GAP_NANOS`]). Whether that next frame was another graph's.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn update_linger(
         &mut self,
         pool: &crate::pool::registry::Shared,
@@ -442,6 +445,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// than a quarter of itself (the look, four times the jitter and more,
     /// would last about as long as the gap).
     /// `followed_by_other`: what `update_linger` found of the last frame.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn forecast_next_graph(
         &self,
         pool: &crate::pool::registry::Shared,
@@ -473,6 +477,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// How clear the verdict on sharing was in the frame that just ended,
     /// which took `wall`; `walked`: if it was planned, its nodes' summed
     /// time in ticks.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn clarity(&self, wall: Duration, walked: u64) -> Clarity {
         let nodes = self.estimate.len();
         let clearly_worth = |nanos: f64| {
@@ -621,6 +626,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Works out the plan of frames run alone again if the priorities
     /// changed since, and the next frame runs alone.
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) fn replan_if_stale(&mut self) {
         if !self.waking && self.plan.is_stale() {
             // SAFETY: between frames (see `shared_mut`); a shared borrow of

@@ -755,6 +755,37 @@ fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
         let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
         assert_eq!(spans[..2], sections);
         assert!(spans[2..].iter().all(|span| *span == Span::default()));
+        // What a shared frame runs, on either thread, is in them.
+        let covered = |f: usize| {
+            spans
+                .iter()
+                .any(|s| (s.start..s.start + s.lines * LINE_BYTES).contains(&f))
+        };
+        for (name, f) in [
+            (
+                "run_frame",
+                super::Runtime::<()>::run_frame as *const () as usize,
+            ),
+            (
+                "walk_plan",
+                super::Shared::<()>::walk_plan as *const () as usize,
+            ),
+            (
+                "run_helper",
+                super::frame::run_helper::<()> as *const () as usize,
+            ),
+            (
+                "run_node",
+                super::frame::run_node::<()> as *const () as usize,
+            ),
+            (
+                "wait_frame",
+                crate::pool::worker::Local::wait_frame as *const () as usize,
+            ),
+        ] {
+            assert!(covered(f), "{name} lies outside {spans:?}");
+        }
+        assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
         return;
     }
     let anchors = super::Runtime::<()>::code_anchors();
