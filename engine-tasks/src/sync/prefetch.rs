@@ -150,16 +150,38 @@ pub(crate) const LINE_BYTES: usize = 64;
 /// core's caches. Any address is allowed (module docs).
 #[inline(always)]
 pub(crate) fn line(address: usize) {
+    hint(address, Level::First);
+}
+
+/// The nearest cache a prefetch fills.
+#[derive(Clone, Copy)]
+enum Level {
+    /// The first-level data cache (and those below it).
+    First,
+    /// The second-level cache (and those below it).
+    Second,
+}
+
+/// Asks the CPU to start loading the cache line at `address` into this
+/// core's caches down to `level`. Any address is allowed (module docs).
+#[inline(always)]
+fn hint(address: usize, level: Level) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
+        let address = address as *const i8;
         // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (it
         // is in the target's baseline); it is a hint that never faults,
         // whatever the address, and reads nothing into the program.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(address as *const i8) };
+        unsafe {
+            match level {
+                Level::First => _mm_prefetch::<_MM_HINT_T0>(address),
+                Level::Second => _mm_prefetch::<_MM_HINT_T1>(address),
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
+    let _ = (address, level);
 }
 
 /// Asks the CPU to start loading the cache line at `address` into this
@@ -459,15 +481,7 @@ fn shared_section_bounds() -> (usize, usize) {
 /// with data). Any address is allowed (module docs).
 #[inline(always)]
 pub(crate) fn line_to_l2(address: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        // SAFETY: as in `line`: SSE is in the x86-64 baseline, and the
-        // hint never faults and reads nothing into the program.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(address as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
+    hint(address, Level::Second);
 }
 
 #[cfg(test)]
