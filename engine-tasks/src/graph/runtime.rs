@@ -79,9 +79,17 @@ use crate::sync::latch::Waiter;
 use crate::sync::prefetch::{self, CodeSection, Span, MAX_CODE_SPANS, MAX_DATA_LINES, MAX_SPANS};
 use crate::trace::instrument;
 use alone::{AlonePlan, HandOverRule};
+use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+thread_local! {
+    /// When this thread last ended a frame of any graph, in ticks (0:
+    /// never): a frame that starts `COLD_CODE_NANOS` after it warms the
+    /// engine's code, which the frames of any graph share.
+    static LAST_FRAME_END: Cell<u64> = const { Cell::new(0) };
+}
 
 /// What `prepare_frame` decided and measured, for the rest of the frame.
 struct FrameStart {
@@ -386,14 +394,12 @@ impl<C: ?Sized + Sync> Runtime<C> {
         pool: &PoolHandle,
         data: &C,
     ) -> Result<&FrameStats, FrameError> {
-        // After a gap (a paced loop's sleep) the engine's code has likely
-        // left this core's caches: ask for all of it at once, before the
-        // frame misses on it line by line (`sync/prefetch.rs`).
+        // After a gap since this thread's last frame of any graph (a paced
+        // loop's sleep) the engine's code has likely left this core's
+        // caches: ask for all of it at once, before the frame misses on it
+        // line by line (`sync/prefetch.rs`).
         let cold_code_ticks = (prefetch::COLD_CODE_NANOS / self.rate.nanos_per_tick()) as u64;
-        if self
-            .last_end_tick
-            .is_none_or(|end| clock::ticks().saturating_sub(end) >= cold_code_ticks)
-        {
+        if clock::ticks().saturating_sub(LAST_FRAME_END.get()) >= cold_code_ticks {
             CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
@@ -742,6 +748,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
+        LAST_FRAME_END.set(end_tick);
         // Relaxed: the frame latch's acquire ordered every node's writes.
         if self.shared_mut().failed.load(Ordering::Relaxed) {
             return Err(self.frame_error(start.number));

@@ -86,7 +86,8 @@
 //! define `__start_`/`__stop_` symbols that bound a section whose name is
 //! an identifier. The one-node frame then touched 17 pages.
 //!
-//! A frame that comes after a gap ([`COLD_CODE_NANOS`]) first asks for
+//! A frame that comes after a gap in its thread's frames
+//! ([`COLD_CODE_NANOS`]) first asks for
 //! every line of the frame section at once ([`CodeSection::warm`]), so that
 //! the misses overlap instead of coming one after another. On the
 //! development VM a one-node frame run alone at 60 Hz went from 22.6 to
@@ -101,10 +102,11 @@
 //! does, and the thread's own warming of it showed no gain. Off Linux the
 //! attributes do nothing and the sections are empty.
 
-/// A gap since a graph's last frame after which its next frame takes the
-/// engine's code to be cold and warms it ([`CodeSection::warm`]): longer than
-/// frames back to back leave (a few µs), shorter than a frame loop's sleep
-/// or a game's other work between two frames of a graph.
+/// A gap since a thread's last frame (of any graph) after which its next
+/// frame takes the engine's code to be cold and warms it
+/// ([`CodeSection::warm`]): longer than frames back to back leave (a few
+/// µs), shorter than a frame loop's sleep or a game's other work between
+/// two frames.
 pub(crate) const COLD_CODE_NANOS: f64 = 100_000.0;
 
 /// Code past the last anchor of a span that belongs to it: that function
