@@ -286,10 +286,10 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// The code a frame of this graph runs: on Linux the two sections of
     /// the engine's frame code, the shared frames' first (what an
-    /// early-woken worker runs first), within `MAX_LINES`; elsewhere the code around the
-    /// addresses of a few functions: this graph's frame, the planned walk,
-    /// a helper's and a queued node's task functions (compiled where `C`
-    /// is known), and the pool's (`sync/prefetch.rs`).
+    /// early-woken worker runs first), within `MAX_LINES`; elsewhere the
+    /// code around the addresses of a few functions: this graph's frame,
+    /// the planned walk, a helper's and a queued node's task functions
+    /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
         let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
         if sections.iter().all(|section| section.lines > 0) {
