@@ -230,18 +230,22 @@ impl Span {
 
     /// The lines of `slice`, at most `max_lines` from its start.
     pub(crate) fn of<T>(slice: &[T], max_lines: usize) -> Span {
-        let address = slice.as_ptr() as usize;
-        let bytes = std::mem::size_of_val(slice);
+        let span = Span::of_bytes(slice.as_ptr() as usize, std::mem::size_of_val(slice));
+        Span {
+            lines: span.lines.min(max_lines),
+            ..span
+        }
+    }
+
+    /// The lines of the `bytes` bytes from `address`.
+    pub(crate) fn of_bytes(address: usize, bytes: usize) -> Span {
         let start = address - address % LINE_BYTES;
         let lines = if bytes == 0 {
             0
         } else {
             (address + bytes - start).div_ceil(LINE_BYTES)
         };
-        Span {
-            start,
-            lines: lines.min(max_lines),
-        }
+        Span { start, lines }
     }
 }
 
@@ -419,11 +423,7 @@ impl CodeSection {
             CodeSection::Frame => frame_section_bounds(),
             CodeSection::Shared => shared_section_bounds(),
         };
-        let first = start - start % LINE_BYTES;
-        Span {
-            start: first,
-            lines: end.saturating_sub(first).div_ceil(LINE_BYTES),
-        }
+        Span::of_bytes(start, end.saturating_sub(start))
     }
 
     /// The section's lines: none off Linux (module docs).
@@ -668,8 +668,8 @@ mod tests {
         assert_eq!(Warming::none().step(32), 0);
     }
 
-    /// The frame's code section holds the functions compiled into it and
-    /// not others; it is empty off Linux.
+    /// Each code section holds the functions compiled into it and not
+    /// others; both are empty off Linux.
     #[test]
     #[cfg(not(loom))]
     fn each_code_section_holds_its_functions_and_no_others() {
@@ -678,7 +678,7 @@ mod tests {
         let within =
             |span: Span, f: usize| (span.start..span.start + span.lines * LINE_BYTES).contains(&f);
         let warm = CodeSection::warm as *const () as usize;
-        let set = crate::pool::registry::Shared::inject_structured as *const () as usize;
+        let inject = crate::pool::registry::Shared::inject_structured as *const () as usize;
         let elsewhere = code_spans as *const () as usize;
         if cfg!(target_os = "linux") {
             for span in [frame, shared] {
@@ -686,7 +686,7 @@ mod tests {
                 assert!(!within(span, elsewhere), "{elsewhere:#x} inside {span:?}");
             }
             assert!(within(frame, warm) && !within(shared, warm));
-            assert!(within(shared, set) && !within(frame, set));
+            assert!(within(shared, inject) && !within(frame, inject));
         } else {
             assert_eq!((frame, shared), (Span::default(), Span::default()));
         }
