@@ -1316,3 +1316,74 @@ fn a_planned_frames_path_follows_rebuilds_and_copies_keep_theirs() {
         .collect();
     assert_eq!(copied, before);
 }
+
+/// The runtime sees a frame's data only as the address of the `&C` given
+/// to `run`, whatever `C`: unsized data (behind a wide pointer) and data
+/// that borrows reach every node and condition intact, on the frame's
+/// thread and on the pool's.
+#[test]
+fn frame_data_of_any_type_reaches_nodes_and_conditions() {
+    let pool = Pool::builder().threads(2).build().unwrap();
+
+    // A slice: nodes sum it, a condition reads its length. Nodes spin so
+    // that frames share with the pool's threads.
+    let sums = Arc::new(AtomicU64::new(0));
+    let mut builder = TaskGraph::<[u64]>::builder();
+    for i in 0..16 {
+        let sums = Arc::clone(&sums);
+        let node = builder.node(format!("sum{i}"), Lane::Normal, move |cx| {
+            spin_for(Duration::from_micros(50));
+            sums.fetch_add(cx.data().iter().sum::<u64>(), Ordering::Relaxed);
+        });
+        if i % 2 == 1 {
+            node.run_if(|cx| cx.data().len() > 2);
+        }
+    }
+    let mut graph = builder.build().unwrap();
+    for frame in 0..20u64 {
+        let values: Vec<u64> = (0..frame % 5).map(|v| v + frame).collect();
+        sums.store(0, Ordering::Relaxed);
+        graph.run(&pool, &values).unwrap();
+        let runs = if values.len() > 2 { 16 } else { 8 };
+        assert_eq!(
+            sums.load(Ordering::Relaxed),
+            runs * values.iter().sum::<u64>(),
+            "frame {frame}"
+        );
+    }
+
+    // A string slice and a trait object.
+    let mut builder = TaskGraph::<str>::builder();
+    builder.node("greet", Lane::Normal, |cx| assert_eq!(cx.data(), "hello"));
+    let mut graph = builder.build().unwrap();
+    graph.run(&pool, "hello").unwrap();
+    let seen = Arc::new(AtomicU64::new(0));
+    let mut builder = TaskGraph::<dyn Fn(u64) -> u64 + Sync>::builder();
+    let into = Arc::clone(&seen);
+    builder
+        .node("apply", Lane::Normal, move |cx| {
+            into.store((cx.data())(20), Ordering::Relaxed)
+        })
+        .run_if(|cx| (cx.data())(1) == 3);
+    let mut graph = builder.build().unwrap();
+    let offset = 2;
+    graph.run(&pool, &move |x: u64| x + offset).unwrap();
+    assert_eq!(seen.load(Ordering::Relaxed), 22);
+
+    // Data that borrows: the graph lives no longer than what it borrows.
+    struct View<'a> {
+        values: &'a [u64],
+    }
+    let values = vec![1, 2, 3];
+    let total = Arc::new(AtomicU64::new(0));
+    let mut builder = TaskGraph::<View<'_>>::builder();
+    let into = Arc::clone(&total);
+    builder.node("total", Lane::Normal, move |cx| {
+        into.fetch_add(cx.data().values.iter().sum(), Ordering::Relaxed);
+    });
+    let mut graph = builder.build().unwrap();
+    for _ in 0..3 {
+        graph.run(&pool, &View { values: &values }).unwrap();
+    }
+    assert_eq!(total.load(Ordering::Relaxed), 18);
+}

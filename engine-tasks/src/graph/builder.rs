@@ -6,6 +6,7 @@
 
 use super::access::{Access, AccessId, AccessMode, Resources};
 use super::compile::{self, Compiled, Scratch};
+use super::context::Context;
 use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
 use super::shape::{BuildId, Inputs, Options, Replay};
@@ -19,12 +20,36 @@ use std::time::Duration;
 /// allocation), or owned.
 pub(super) type Name = Cow<'static, str>;
 
-/// A node's body: called once per frame with the frame's context.
-pub(super) type Body<C> = Box<dyn FnMut(&NodeContext<'_, C>) + Send>;
+/// A node's body: called once per frame with the frame's context, the
+/// type of its data erased (`Context`), so that the runtime is compiled
+/// once for every graph's data type. It wraps the closure the node was
+/// given (`erase_body`).
+pub(super) type Body = Box<dyn FnMut(&Context<'_>) + Send>;
 
 /// A run condition: evaluated once per frame, when its node (or the first
-/// node of its set) is about to run.
-pub(super) type Condition<C> = Box<dyn Fn(&NodeContext<'_, C>) -> bool + Send + Sync>;
+/// node of its set) is about to run. Erased as a [`Body`] is.
+pub(super) type Condition = Box<dyn Fn(&Context<'_>) -> bool + Send + Sync>;
+
+/// `body`, called with the erased context of a frame of a graph of `C`.
+fn erase_body<C, F>(mut body: F) -> impl FnMut(&Context<'_>) + Send + 'static
+where
+    C: ?Sized,
+    F: FnMut(&NodeContext<'_, C>) + Send + 'static,
+{
+    // SAFETY: the runtime calls a graph's bodies only with contexts of its
+    // frames, whose data is the `&C` that `TaskGraph::run` was given.
+    move |cx| body(unsafe { cx.typed::<C>() })
+}
+
+/// `condition`, called as [`erase_body`]'s bodies are.
+fn erase_condition<C, F>(condition: F) -> impl Fn(&Context<'_>) -> bool + Send + Sync + 'static
+where
+    C: ?Sized,
+    F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,
+{
+    // SAFETY: as in `erase_body`.
+    move |cx| condition(unsafe { cx.typed::<C>() })
+}
 
 /// A node or a set, by its index among the builder's nodes or sets.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -54,18 +79,18 @@ pub enum Ambiguities {
     Error,
 }
 
-pub(super) struct NodeSpec<C: ?Sized> {
+pub(super) struct NodeSpec {
     pub(super) lane: Lane,
     pub(super) pinned: bool,
-    pub(super) body: Body<C>,
+    pub(super) body: Body,
 }
 
 /// Collects nodes and sets for a [`TaskGraph`]; see [`TaskGraph::builder`].
 pub struct TaskGraphBuilder<C: ?Sized> {
-    pub(super) nodes: Vec<NodeSpec<C>>,
+    pub(super) nodes: Vec<NodeSpec>,
     pub(super) sets: Vec<Name>,
     /// The run conditions, in order (their owners are in `inputs`).
-    pub(super) conditions: Vec<Condition<C>>,
+    pub(super) conditions: Vec<Condition>,
     /// The names, orderings, memberships, accesses and condition owners,
     /// once they stopped repeating the last build (`shape.rs`).
     pub(super) inputs: Inputs,
@@ -304,7 +329,7 @@ impl<C: ?Sized> TaskGraphBuilder<C> {
     {
         let nodes = self.nodes.len();
         self.replay.condition(&mut self.inputs, nodes, owner);
-        let condition: Condition<C> = self.condition_memory.boxed(condition);
+        let condition: Condition = self.condition_memory.boxed(erase_condition(condition));
         self.conditions.push(condition);
     }
 
@@ -370,7 +395,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        let body: Body<C> = self.memory.boxed(body);
+        let body: Body = self.memory.boxed(erase_body(body));
         self.push(name.into(), lane, false, body)
     }
 
@@ -401,7 +426,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     where
         F: FnMut(&NodeContext<'_, C>) + Send + 'static,
     {
-        let body: Body<C> = self.memory.boxed(body);
+        let body: Body = self.memory.boxed(erase_body(body));
         self.push(name.into(), Lane::FrameCritical, true, body)
     }
 
@@ -521,7 +546,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     }
 
     #[inline]
-    fn push(&mut self, name: Name, lane: Lane, pinned: bool, body: Body<C>) -> NodeBuilder<'_, C> {
+    fn push(&mut self, name: Name, lane: Lane, pinned: bool, body: Body) -> NodeBuilder<'_, C> {
         let index = self.nodes.len();
         let owner = Owner::Node(index as u32);
         self.replay
@@ -649,8 +674,10 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// ```
     pub fn build(mut self) -> Result<TaskGraph<C>, GraphError> {
         let id = self.compile()?;
+        let resources_of = self.resources_of;
         Ok(TaskGraph {
             runtime: Runtime::new(self, id),
+            resources_of,
         })
     }
 
@@ -713,6 +740,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         }
         match self.compile() {
             Ok(id) => {
+                // A repeated build (above) declared resources as the last.
+                graph.resources_of = self.resources_of;
                 graph.runtime.rebuild(self, id);
                 Ok(())
             }

@@ -102,42 +102,72 @@ unsafe impl Sync for TypedAccess {}
 ///     graph.run(&pool, &hits).unwrap();
 /// }
 /// ```
+#[repr(transparent)]
 pub struct NodeContext<'f, C: ?Sized> {
-    pub(super) data: &'f C,
-    pub(super) pool: &'f PoolHandle,
-    pub(super) frame: u64,
-    pub(super) name: &'f str,
+    cx: Context<'f>,
+    /// The type of the frame's data, which `cx` erases.
+    data: PhantomData<&'f C>,
+}
+
+/// A [`NodeContext`] with the type of the frame's data erased: what the
+/// runtime builds and hands to a node's body or condition, which the
+/// builder wrapped to see it as the graph's `NodeContext` (`typed`). So the
+/// runtime's code exists once, whatever the graphs' data types.
+pub(in crate::graph) struct Context<'f> {
+    /// Where the frame's `&'f C` is (a thin pointer, whatever `C`).
+    pub(in crate::graph) data: NonNull<()>,
+    pub(in crate::graph) pool: &'f PoolHandle,
+    pub(in crate::graph) frame: u64,
+    pub(in crate::graph) name: &'f str,
     /// The resource types the node declared (its own and its sets').
-    pub(super) typed: &'f [TypedAccess],
+    pub(in crate::graph) typed: &'f [TypedAccess],
     /// A borrow count for each entry of `typed`, if any entry is a write
     /// (module docs), else none: the first
     /// [`INLINE_BORROWS`] here, the rest in `overflow`, by line.
-    pub(super) borrows: &'f [AtomicI32],
-    pub(super) overflow: &'f [BorrowLine],
+    pub(in crate::graph) borrows: &'f [AtomicI32],
+    pub(in crate::graph) overflow: &'f [BorrowLine],
     /// Not `Sync`: only the thread that runs the node counts its borrows.
-    pub(super) not_sync: PhantomData<Cell<()>>,
+    pub(in crate::graph) not_sync: PhantomData<Cell<()>>,
+}
+
+impl<'f> Context<'f> {
+    /// This context as a graph's, whose frame data is a `C`.
+    ///
+    /// # Safety
+    ///
+    /// `self.data` points to a `&'f C`, valid for `'f`.
+    #[inline]
+    pub(in crate::graph) unsafe fn typed<C: ?Sized>(&self) -> &NodeContext<'f, C> {
+        let typed: *const Context<'f> = self;
+        // SAFETY: `NodeContext` is `repr(transparent)` over a `Context`
+        // (its other field is a zero-sized `PhantomData` of alignment 1),
+        // and the frame data's type is the caller's to vouch for.
+        unsafe { &*typed.cast::<NodeContext<'f, C>>() }
+    }
 }
 
 impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// The frame's data, borrowed from the caller of [`TaskGraph::run`](super::TaskGraph::run).
     pub fn data(&self) -> &'f C {
-        self.data
+        // SAFETY: a `NodeContext<C>` is made only by `Context::typed`,
+        // whose caller vouched that `data` points to the frame's `&'f C`.
+        unsafe { self.cx.data.cast::<&'f C>().read() }
     }
 
     /// The pool the frame runs on: for `parallel_for`, `scope`, `join` inside
     /// the node, or background work that outlives the frame.
     pub fn pool(&self) -> &'f PoolHandle {
-        self.pool
+        self.cx.pool
     }
 
     /// The frame's number, counting from 0 for the graph's first frame.
     pub fn frame(&self) -> u64 {
-        self.frame
+        self.cx.frame
     }
 
     /// The node's name.
     pub fn name(&self) -> &'f str {
-        self.name
+        self.cx.name
     }
 
     /// The resource of type `T`, which this node declared it reads (or
@@ -229,7 +259,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     fn already_borrowed<T>(&self, how: &str) -> ! {
         panic!(
             "node {:?}: {} is already borrowed{how} in this node",
-            self.name,
+            self.cx.name,
             type_name::<T>()
         );
     }
@@ -244,14 +274,14 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         let type_id = TypeId::of::<T>();
         // Most nodes declare one type, or use their first one most; a
         // node's types are unique, so a match at 0 is the only one.
-        let at = match self.typed.first() {
+        let at = match self.cx.typed.first() {
             Some(first) if first.type_id == type_id => 0,
-            _ => match self.typed.iter().position(|t| t.type_id == type_id) {
+            _ => match self.cx.typed.iter().position(|t| t.type_id == type_id) {
                 Some(at) => at,
                 None => self.undeclared::<T>(mode),
             },
         };
-        let entry = &self.typed[at];
+        let entry = &self.cx.typed[at];
         if mode == AccessMode::Write && entry.mode == AccessMode::Read {
             self.undeclared::<T>(mode)
         }
@@ -267,12 +297,12 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// declared writing (so the node has counts: `run_body`).
     #[inline]
     fn count_of(&self, at: usize) -> &AtomicI32 {
-        match self.borrows.get(at) {
+        match self.cx.borrows.get(at) {
             Some(borrow) => borrow,
             None => {
-                debug_assert_eq!(self.borrows.len(), INLINE_BORROWS);
+                debug_assert_eq!(self.cx.borrows.len(), INLINE_BORROWS);
                 let past = at - INLINE_BORROWS;
-                &self.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
+                &self.cx.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
             }
         }
     }
@@ -286,7 +316,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         };
         panic!(
             "node {:?} did not declare that it {how} {}",
-            self.name,
+            self.cx.name,
             type_name::<T>()
         );
     }
@@ -296,7 +326,7 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     fn missing<T>(&self) -> ! {
         panic!(
             "node {:?}: resource {} is declared but not in the frame's Resources",
-            self.name,
+            self.cx.name,
             type_name::<T>()
         )
     }

@@ -184,6 +184,7 @@ pub use stats::{FrameSharing, FrameStats, NodeTiming};
 use crate::pool::PoolHandle;
 use runtime::Runtime;
 use std::fmt;
+use std::ptr::NonNull;
 
 /// The order in which ready nodes are queued.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -199,7 +200,11 @@ pub enum ReadyOrder {
 /// A compiled DAG of nodes, run once per [`TaskGraph::run`]. See the module
 /// docs.
 pub struct TaskGraph<C: ?Sized> {
-    runtime: Runtime<C>,
+    /// The graph's frames, compiled once for every data type: what is
+    /// typed by `C` is erased in the closures (`builder.rs`).
+    runtime: Runtime,
+    /// How a frame finds its resources, if the graph declared any.
+    resources_of: Option<fn(&C) -> &Resources>,
 }
 
 impl<C: ?Sized + Sync> TaskGraph<C> {
@@ -240,7 +245,14 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// assert_eq!(*frame.x.lock().unwrap(), 3.0);
     /// ```
     pub fn run(&mut self, pool: &PoolHandle, data: &C) -> Result<&FrameStats, FrameError> {
-        self.runtime.run_frame(pool, data)
+        let resources = self.resources_of.map(|of| of(data));
+        // The runtime hands the nodes where `data` is, as a thin pointer
+        // whatever `C` (`context.rs`).
+        let data = NonNull::from(&data).cast::<()>();
+        // SAFETY: `data` points to this call's `&C`, readable until
+        // `run_frame` returns; the graph's closures were built for this `C`
+        // (a `TaskGraphBuilder<C>` built it), which is `Sync`.
+        unsafe { self.runtime.run_frame(pool, data, resources) }
     }
 
     /// The statistics of the last frame run.

@@ -111,8 +111,8 @@ struct FrameStart {
 
 /// A compiled graph; owns [`Shared`] through a raw pointer because tasks
 /// point into it while a frame runs.
-pub(super) struct Runtime<C: ?Sized> {
-    shared: NonNull<Shared<C>>,
+pub(super) struct Runtime {
+    shared: NonNull<Shared>,
     order: ReadyOrder,
     topological: Vec<u32>,
     roots: Vec<u32>,
@@ -181,15 +181,13 @@ pub(super) struct Runtime<C: ?Sized> {
     set_names: Vec<Name>,
     node_on: Vec<bool>,
     set_on: Vec<bool>,
-    /// How a frame finds its resources, if the graph declared any.
-    resources_of: Option<fn(&C) -> &Resources>,
     /// Buffers of `rebuild`: estimates by label number ([`UNKNOWN`] where
     /// none), the labels of the graph being replaced, and its bodies and
     /// conditions (given to the builder's memory once the new graph is in).
     by_label: Vec<u64>,
     old_labels: Vec<u32>,
-    retired_bodies: Vec<Body<C>>,
-    retired_conditions: Vec<Condition<C>>,
+    retired_bodies: Vec<Body>,
+    retired_conditions: Vec<Condition>,
     /// The build this graph holds, for a builder to tell that it repeats
     /// it (`shape.rs`).
     built: Option<BuildId>,
@@ -207,14 +205,14 @@ pub(super) struct Runtime<C: ?Sized> {
 /// No estimate in `Runtime::by_label`.
 const UNKNOWN: u64 = u64::MAX;
 
-// SAFETY: `Shared` is `Send + Sync` for these `C`, and nothing else in the
-// runtime is thread-bound; between frames only the owner touches it.
-unsafe impl<C: ?Sized + Sync> Send for Runtime<C> {}
+// SAFETY: `Shared` is `Send + Sync`, and nothing else in the runtime is
+// thread-bound; between frames only the owner touches it.
+unsafe impl Send for Runtime {}
 // SAFETY: `&Runtime` only reads names and statistics (the statistics'
 // lazy critical path synchronises itself: `FrameStats::critical_path`).
-unsafe impl<C: ?Sized + Sync> Sync for Runtime<C> {}
+unsafe impl Sync for Runtime {}
 
-impl<C: ?Sized> Drop for Runtime<C> {
+impl Drop for Runtime {
     fn drop(&mut self) {
         // SAFETY: made by `Box::into_raw` in `new`; no frame runs (that would
         // borrow `self`), so no task points into it.
@@ -222,9 +220,9 @@ impl<C: ?Sized> Drop for Runtime<C> {
     }
 }
 
-impl<C: ?Sized + Sync> Runtime<C> {
+impl Runtime {
     /// The graph `builder` describes (compiled into `builder.compiled`).
-    pub(super) fn new(mut builder: TaskGraphBuilder<C>, id: BuildId) -> Self {
+    pub(super) fn new<C: ?Sized + Sync>(mut builder: TaskGraphBuilder<C>, id: BuildId) -> Self {
         let mut runtime = Runtime::empty();
         runtime.rebuild(&mut builder, id);
         runtime
@@ -272,7 +270,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             set_names: Vec::new(),
             node_on: Vec::new(),
             set_on: Vec::new(),
-            resources_of: None,
             by_label: Vec::new(),
             old_labels: Vec::new(),
             retired_bodies: Vec::new(),
@@ -289,12 +286,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// early-woken worker runs first), within `MAX_LINES`; elsewhere the
     /// code around the addresses of a few functions: this graph's frame,
     /// the planned walk, a helper's and a queued node's task functions
-    /// (compiled where `C` is known), and the pool's (`sync/prefetch.rs`).
+    /// and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
         let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
         if sections.iter().all(|section| section.lines > 0) {
-            // In the line budget, the first section first (each graph
-            // context type adds its copy of the generic code).
+            // In the line budget, the first section first.
             let mut budget = prefetch::MAX_LINES;
             std::array::from_fn(|i| {
                 let mut span = sections.get(i).copied().unwrap_or_default();
@@ -349,9 +345,9 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let [worker, wait, notify] = worker::code_anchors();
         [
             Self::run_frame as *const () as usize,
-            Shared::<C>::walk_plan as *const () as usize,
-            frame::run_helper::<C> as *const () as usize,
-            frame::run_node::<C> as *const () as usize,
+            Shared::walk_plan as *const () as usize,
+            frame::run_helper as *const () as usize,
+            frame::run_node as *const () as usize,
             worker,
             wait,
             notify,
@@ -380,7 +376,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     }
 
     /// Exclusive access between frames.
-    fn shared_mut(&mut self) -> &mut Shared<C> {
+    fn shared_mut(&mut self) -> &mut Shared {
         // SAFETY: `&mut self` means no frame is running, and a frame ends
         // only once no task of it can touch `Shared` again (module docs).
         unsafe { self.shared.as_mut() }
@@ -388,11 +384,21 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Runs one frame: prepares it, runs its nodes (alone, planned or
     /// queued, see the module docs), then records it and learns from it.
+    /// `data` is where the frame's `&C` is, which the nodes' bodies and
+    /// conditions see (`Context`), and `resources` the frame's resources
+    /// if the graph declared any.
+    ///
+    /// # Safety
+    ///
+    /// `data` points to a `&C` readable until this returns, `C` being the
+    /// type the graph's closures were built for (`builder.rs`); the `C`
+    /// is `Sync`.
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
-    pub(super) fn run_frame(
+    pub(super) unsafe fn run_frame(
         &mut self,
         pool: &PoolHandle,
-        data: &C,
+        data: NonNull<()>,
+        resources: Option<&Resources>,
     ) -> Result<&FrameStats, FrameError> {
         // After a gap since this thread's last frame of any graph (a paced
         // loop's sleep) the engine's code has likely left this core's
@@ -403,7 +409,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
             CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
-        let resources = self.resources_of.map(|of| of(data));
         if resources.is_some_and(|r| !r.claim()) {
             return Err(FrameError {
                 frame: self.frames,
@@ -459,7 +464,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// the slot: after a paced loop's sleep those are cold, while an
     /// early-woken worker is not (`planned.rs`).
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
-    fn prepare_frame(&mut self, pool: &PoolHandle, data: &C) -> FrameStart {
+    fn prepare_frame(&mut self, pool: &PoolHandle, data: NonNull<()>) -> FrameStart {
         let number = self.frames;
         self.frames += 1;
         let pool_shared = pool.shared();
@@ -481,7 +486,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
         let shared = self.shared_mut();
         shared.reset(sinks);
         shared.inputs.plan_wait_ticks = in_frame_wait_ticks;
-        shared.inputs.data = Some(NonNull::from(data));
+        shared.inputs.data = Some(data);
         shared.inputs.pool = pool;
         shared.inputs.number = number;
         shared.inputs.count_epoch = count_epoch;

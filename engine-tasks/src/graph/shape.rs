@@ -265,10 +265,10 @@ impl Replay {
     /// orderings, memberships and accesses, and copies of the names; the
     /// next fill is compared with them. The new build's id is for the
     /// graph it goes into.
-    pub(super) fn record<C: ?Sized>(
+    pub(super) fn record(
         &mut self,
         inputs: &mut Inputs,
-        nodes: &[NodeSpec<C>],
+        nodes: &[NodeSpec],
         sets: &[Name],
         options: Options,
     ) -> BuildId {
@@ -317,7 +317,7 @@ mod tests {
         }
     }
 
-    fn spec() -> NodeSpec<()> {
+    fn spec() -> NodeSpec {
         NodeSpec {
             lane: Lane::Normal,
             pinned: false,

@@ -81,8 +81,8 @@
 //! and what a frame that shares runs besides (the planned walk, the
 //! helper task, the pool's path for tasks and waits) carries the same with
 //! `engine_tasks_shared` ([`CodeSection`]). The linker places each section
-//! in one piece (about 40 KB for the first with one graph context type
-//! and lld; each further type adds its copy of the generic code), and linkers
+//! in one piece (about 33 KB for the first with lld, whatever the graphs'
+//! data types: the runtime is not generic, `graph/context.rs`), and linkers
 //! define `__start_`/`__stop_` symbols that bound a section whose name is
 //! an identifier. The one-node frame then touched 17 pages.
 //!
@@ -119,8 +119,8 @@ pub(crate) const MAX_GAP_BYTES: usize = 256 * 1024;
 /// 1 MB L2, and about 6,000 prefetches (in 60 Hz runs of the 256-node
 /// graph a look warmed about 3,000 before the frame's work showed up).
 pub(crate) const MAX_LINES: usize = 6144;
-/// The most code spans: one for the engine's own code and one for each
-/// place its generic code was compiled into, with room to spare.
+/// The most code spans: the two sections on Linux, and elsewhere the
+/// spans around the anchors, with room to spare.
 pub(crate) const MAX_CODE_SPANS: usize = 4;
 /// The most data spans of a graph: its runtime and frame state (module
 /// docs), then the read-only arrays a planned frame's walk reads first

@@ -412,7 +412,7 @@ impl AlonePlan {
     }
 }
 
-impl<C: ?Sized + Sync> Shared<C> {
+impl Shared {
     /// Runs the frame by `plan` on this thread alone (module docs), and
     /// returns how it ended and how many nodes of the plan this thread ran:
     /// all of them, [`FrameSharing::Alone`]; or fewer,
@@ -579,7 +579,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         &self,
         plan: &mut AlonePlan,
         ran: usize,
-        frame: &FrameView<'_, C>,
+        frame: &FrameView<'_>,
         local: Option<&Local<'_>>,
     ) {
         let (done, rest) = plan.order.split_at(ran);

@@ -9,9 +9,8 @@ use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
 use crate::graph::builder::{Body, Name};
-use crate::graph::context::{BorrowLine, InlineBorrows};
+use crate::graph::context::{BorrowLine, Context, InlineBorrows};
 use crate::graph::run_record::{NodeOutcome, RunRecord};
-use crate::graph::NodeContext;
 use crate::lane::Lane;
 use crate::pool::registry::Shared as PoolShared;
 use crate::pool::worker::{self, Local};
@@ -73,7 +72,7 @@ pub(super) enum Caches {
     Cold,
 }
 
-pub(super) struct Node<C: ?Sized> {
+pub(super) struct Node {
     pub(super) name: Name,
     /// The name as the timeline recorder and the profiler know it.
     pub(super) label: instrument::NodeLabel,
@@ -83,7 +82,7 @@ pub(super) struct Node<C: ?Sized> {
     /// [`WAKE_WORTH_NANOS`](super::policy::WAKE_WORTH_NANOS)); set between frames. Per node, so that a
     /// finer rule needs no new field.
     pub(super) wakes: bool,
-    pub(super) body: UnsafeCell<Body<C>>,
+    pub(super) body: UnsafeCell<Body>,
     pub(super) panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
@@ -116,25 +115,26 @@ impl NodeState {
 /// A node's intrusive task; `header` first so a header pointer is a task
 /// pointer.
 #[repr(C)]
-pub(super) struct NodeTask<C: ?Sized> {
+pub(super) struct NodeTask {
     pub(super) header: Header,
-    pub(super) graph: *const Shared<C>,
+    pub(super) graph: *const Shared,
     pub(super) index: u32,
 }
 
 /// The task that has a pool thread walk list `list` of a planned frame
 /// (`planned.rs`); `header` first so a header pointer is a task pointer.
 #[repr(C)]
-pub(super) struct HelperTask<C: ?Sized> {
+pub(super) struct HelperTask {
     pub(super) header: Header,
-    pub(super) graph: *const Shared<C>,
+    pub(super) graph: *const Shared,
     pub(super) list: u32,
 }
 
 /// Set by the frame's thread before it queues the roots; read-only while
 /// the frame runs.
-pub(super) struct FrameInputs<C: ?Sized> {
-    pub(super) data: Option<NonNull<C>>,
+pub(super) struct FrameInputs {
+    /// Where the frame's `&C` is (`Context::data`).
+    pub(super) data: Option<NonNull<()>>,
     pub(super) pool: *const PoolHandle,
     pub(super) number: u64,
     /// The epoch of the dependency countdowns (`countdown.rs`): frames
@@ -159,8 +159,8 @@ pub(super) struct FrameInputs<C: ?Sized> {
 /// Its address never changes while the graph lives, since every task
 /// points to it: a new build of the graph replaces its contents in place
 /// (`rebuild`), between frames.
-pub(super) struct Shared<C: ?Sized> {
-    pub(super) nodes: Vec<Node<C>>,
+pub(super) struct Shared {
+    pub(super) nodes: Vec<Node>,
     pub(super) states: Vec<CachePadded<NodeState>>,
     pub(super) runs: Vec<RunRecord>,
     /// Per node, the frame epoch in which a dependency failed. Written only
@@ -169,9 +169,9 @@ pub(super) struct Shared<C: ?Sized> {
     /// Each node's closure's address, for prefetching only (never
     /// dereferenced); set between frames, with the bodies.
     pub(super) closures: Vec<usize>,
-    pub(super) tasks: Vec<NodeTask<C>>,
+    pub(super) tasks: Vec<NodeTask>,
     /// One per list of the plan but the frame's own.
-    pub(super) helper_tasks: Box<[HelperTask<C>]>,
+    pub(super) helper_tasks: Box<[HelperTask]>,
     /// Helper tasks of the running planned frame not yet started.
     pub(super) helpers_pending: CachePadded<AtomicUsize>,
     /// The plan of planned frames; written between frames only.
@@ -209,19 +209,21 @@ pub(super) struct Shared<C: ?Sized> {
     pub(super) done: CachePadded<Latch>,
     pub(super) inbox: TaskQueue,
     pub(super) failed: AtomicBool,
-    pub(super) inputs: FrameInputs<C>,
-    pub(super) gates: Gates<C>,
+    pub(super) inputs: FrameInputs,
+    pub(super) gates: Gates,
 }
 
 // SAFETY: while a frame runs, threads share `&Shared`: its atomics, the
 // queue and latch (thread-safe), fields written only between frames, and
 // node bodies, each entered by one thread at a time (module docs; bodies are
-// `Send`). `inputs.data` is only turned into a `&C`, hence `C: Sync`.
-unsafe impl<C: ?Sized + Sync> Sync for Shared<C> {}
+// `Send`). `inputs.data` is only turned into a `&C` by the bodies and
+// conditions, and only `TaskGraph<C: Sync>` runs frames (`run_frame`'s
+// contract).
+unsafe impl Sync for Shared {}
 // SAFETY: as above; the raw pointers are only followed during a frame.
-unsafe impl<C: ?Sized + Sync> Send for Shared<C> {}
+unsafe impl Send for Shared {}
 
-impl<C: ?Sized> Shared<C> {
+impl Shared {
     pub(super) fn task(&self, index: u32) -> TaskRef {
         let header = NonNull::from(&self.tasks[index as usize].header);
         // SAFETY: the node's task lives as long as the graph, and the caller
@@ -267,8 +269,9 @@ impl<C: ?Sized> Shared<C> {
 }
 
 /// What every node of the running frame sees.
-pub(super) struct FrameView<'f, C: ?Sized> {
-    pub(super) data: &'f C,
+pub(super) struct FrameView<'f> {
+    /// Where the frame's `&C` is, readable for `'f` (`Context::data`).
+    pub(super) data: NonNull<()>,
     pub(super) pool: &'f PoolHandle,
     pub(super) number: u64,
     /// The frame's epoch for `poisoned_in`.
@@ -283,7 +286,7 @@ pub(super) struct FrameView<'f, C: ?Sized> {
     pub(super) askers: Askers,
 }
 
-impl<C: ?Sized + Sync> Shared<C> {
+impl Shared {
     /// Queues ready nodes (a shared frame's roots, or what a frame run
     /// alone hands over) for any thread, in the order given, with one
     /// wake-up per lane: by the nodes' `wakes` flags, or for every lane
@@ -326,14 +329,13 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// A frame of this graph is running: `run_frame` set the inputs and has
     /// not returned, which it does only after the caller's last access.
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-    pub(super) unsafe fn frame_view(&self, local: Option<&Local<'_>>) -> FrameView<'_, C> {
+    pub(super) unsafe fn frame_view(&self, local: Option<&Local<'_>>) -> FrameView<'_> {
         let inputs = &self.inputs;
-        let data = inputs.data.expect("set before the roots are queued");
         FrameView {
-            // SAFETY: `run_frame` borrows the data for the frame (caller's
-            // contract).
-            data: unsafe { data.as_ref() },
-            // SAFETY: as above, for the pool handle.
+            // `run_frame`'s caller keeps it readable for the frame.
+            data: inputs.data.expect("set before the roots are queued"),
+            // SAFETY: `run_frame` borrows the pool handle for the frame
+            // (caller's contract).
             pool: unsafe { &*inputs.pool },
             number: inputs.number,
             epoch: epoch(inputs.number),
@@ -349,7 +351,7 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// (alone, queued, planned) applies through this one function.
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
-    pub(super) fn run_body(&self, index: u32, frame: &FrameView<'_, C>) -> NodeOutcome {
+    pub(super) fn run_body(&self, index: u32, frame: &FrameView<'_>) -> NodeOutcome {
         let node = &self.nodes[index as usize];
         // Relaxed: set before a dependency's AcqRel count, which the last
         // count acquired; with a single dependency, set before it handed
@@ -376,7 +378,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         } else {
             &[]
         };
-        let cx = NodeContext {
+        let cx = Context {
             data: frame.data,
             pool: frame.pool,
             frame: frame.number,
@@ -558,7 +560,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         from: u32,
         to: u32,
         outcome: NodeOutcome,
-        frame: &FrameView<'_, C>,
+        frame: &FrameView<'_>,
         alone: bool,
     ) -> bool {
         if outcome.fails_dependents() {
@@ -675,7 +677,7 @@ pub(super) struct Pushed {
 }
 
 impl Pushed {
-    pub(super) fn add<C: ?Sized>(&mut self, node: &Node<C>) {
+    pub(super) fn add(&mut self, node: &Node) {
         self.lanes |= 1 << node.lane.index();
         if node.wakes {
             self.waking |= 1 << node.lane.index();
@@ -701,13 +703,13 @@ impl Pushed {
 ///
 /// # Safety
 ///
-/// `header` is the header of a `NodeTask<C>` queued by `run_frame` or
+/// `header` is the header of a `NodeTask` queued by `run_frame` or
 /// `execute` for the running frame.
 #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
+pub(super) unsafe fn run_node(header: NonNull<Header>) {
     // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
     // outlives the frame's unfinished nodes (module docs).
-    let task = unsafe { header.cast::<NodeTask<C>>().as_ref() };
+    let task = unsafe { header.cast::<NodeTask>().as_ref() };
     // SAFETY: as above.
     let graph = unsafe { &*task.graph };
     let index = task.index;
@@ -725,13 +727,13 @@ pub(super) unsafe fn run_node<C: ?Sized + Sync>(header: NonNull<Header>) {
 ///
 /// # Safety
 ///
-/// `header` is the header of a `HelperTask<C>` queued by `prepare_frame`
+/// `header` is the header of a `HelperTask` queued by `prepare_frame`
 /// for the running frame.
 #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-pub(super) unsafe fn run_helper<C: ?Sized + Sync>(header: NonNull<Header>) {
+pub(super) unsafe fn run_helper(header: NonNull<Header>) {
     // SAFETY: `HelperTask` is `repr(C)` with the header first, and the
     // frame waits for this task's count-down, so the graph is alive.
-    let task = unsafe { header.cast::<HelperTask<C>>().as_ref() };
+    let task = unsafe { header.cast::<HelperTask>().as_ref() };
     // SAFETY: as above.
     let graph = unsafe { &*task.graph };
     // SAFETY: the pool handle is set for the frame, which is still running.
@@ -765,6 +767,6 @@ fn zero_counts(lines: &[BorrowLine]) {
 }
 
 /// The address of a body's closure, for [`Shared::closures`].
-pub(super) fn closure_address<C: ?Sized>(body: &Body<C>) -> usize {
-    &**body as *const (dyn FnMut(&NodeContext<'_, C>) + Send) as *const u8 as usize
+pub(super) fn closure_address(body: &Body) -> usize {
+    &**body as *const (dyn FnMut(&Context<'_>) + Send) as *const u8 as usize
 }

@@ -17,19 +17,18 @@ use super::frame::FrameView;
 use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
-use crate::graph::context::{BorrowLine, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
-use crate::graph::NodeContext;
+use crate::graph::context::{BorrowLine, Context, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
 use crate::sync::frame_gate::FrameGate;
 use crate::sync::prefetch;
 use crossbeam_utils::CachePadded;
 
 /// See the module docs.
-pub(super) struct Gates<C: ?Sized> {
+pub(super) struct Gates {
     /// Per node: disabled, by its own toggle or one of its sets'.
     pub(super) disabled: Vec<bool>,
     /// Whether any node is disabled: a graph with none skips the look-up.
     pub(super) any_disabled: bool,
-    pub(super) conditions: Vec<Condition<C>>,
+    pub(super) conditions: Vec<Condition>,
     /// Where each condition's closure is, for prefetching.
     condition_data: Vec<usize>,
     /// Per node: where its entries in `checks` and `typed` are; empty if
@@ -91,7 +90,7 @@ enum Check {
     Condition(u32),
 }
 
-impl<C: ?Sized> Gates<C> {
+impl Gates {
     /// No rules: for a graph not built yet.
     pub(super) fn new() -> Self {
         Gates {
@@ -113,12 +112,12 @@ impl<C: ?Sized> Gates<C> {
     /// `compiled`, taking the builder's conditions; the replaced conditions
     /// go to `retired`. Toggles start on. Allocates nothing once the lists
     /// have held a graph as large.
-    pub(super) fn rebuild(
+    pub(super) fn rebuild<C: ?Sized>(
         &mut self,
         n: usize,
         builder: &mut TaskGraphBuilder<C>,
         compiled: &Compiled,
-        retired: &mut Vec<Condition<C>>,
+        retired: &mut Vec<Condition>,
     ) {
         self.disabled.clear();
         self.disabled.resize(n, false);
@@ -294,8 +293,8 @@ impl<C: ?Sized> Gates<C> {
     pub(super) fn conditions_hold(
         &self,
         rules: &NodeRules<'_>,
-        cx: &NodeContext<'_, C>,
-        frame: &FrameView<'_, C>,
+        cx: &Context<'_>,
+        frame: &FrameView<'_>,
     ) -> bool {
         let Some(span) = rules.span else {
             return true;
@@ -322,7 +321,7 @@ impl<C: ?Sized> Gates<C> {
     /// first. Out of line: once per set and frame.
     #[cold]
     #[inline(never)]
-    fn ask_set(&self, set: u32, cx: &NodeContext<'_, C>, frame: &FrameView<'_, C>) -> bool {
+    fn ask_set(&self, set: u32, cx: &Context<'_>, frame: &FrameView<'_>) -> bool {
         self.set_gates[set as usize].answer_unknown(frame.epoch, frame.askers, || {
             let conditions = self.set_conditions.row(set as usize);
             conditions

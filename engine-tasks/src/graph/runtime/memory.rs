@@ -24,13 +24,13 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
-impl<C: ?Sized + Sync> Shared<C> {
+impl Shared {
     /// Builds a graph's shared state and its node and helper tasks, on the
     /// heap and leaked: the runtime owns it through the returned pointer
     /// (tasks point into it while a frame runs) and frees it when dropped.
     /// A graph of no nodes, leaked (the runtime frees it), to be filled by
     /// [`rebuild`](Self::rebuild).
-    pub(super) fn leak_empty() -> NonNull<Shared<C>> {
+    pub(super) fn leak_empty() -> NonNull<Shared> {
         let shared = Box::new(Shared {
             nodes: Vec::new(),
             states: Vec::new(),
@@ -73,7 +73,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let graph = shared.as_ptr().cast_const();
         let helper_tasks = (1..planned::MAX_LISTS as u32)
             .map(|list| HelperTask {
-                header: Header::new(run_helper::<C>),
+                header: Header::new(run_helper),
                 graph,
                 list,
             })
@@ -89,10 +89,10 @@ impl<C: ?Sized + Sync> Shared<C> {
     /// Needs `&mut`: no frame runs, so no task points into the graph.
     pub(super) fn rebuild(
         &mut self,
-        specs: impl Iterator<Item = (NodeSpec<C>, Name)>,
+        specs: impl Iterator<Item = (NodeSpec, Name)>,
         compiled: &Compiled,
-        how: Rebuild<C>,
-        retired: &mut Vec<Body<C>>,
+        how: Rebuild,
+        retired: &mut Vec<Body>,
     ) {
         let mut n = 0;
         for (spec, name) in specs {
@@ -146,7 +146,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         let graph = how.graph;
         self.tasks
             .extend((self.tasks.len() as u32..n as u32).map(|index| NodeTask {
-                header: Header::new(run_node::<C>),
+                header: Header::new(run_node),
                 graph,
                 index,
             }));
@@ -166,9 +166,9 @@ impl<C: ?Sized + Sync> Shared<C> {
 }
 
 /// How [`Shared::rebuild`] sets up the new graph.
-pub(super) struct Rebuild<C: ?Sized> {
+pub(super) struct Rebuild {
     /// The graph's address, which its tasks point to.
-    pub(super) graph: *const Shared<C>,
+    pub(super) graph: *const Shared,
     pub(super) inline_successors: bool,
     pub(super) timed: bool,
     /// The lane of planned frames.

@@ -328,7 +328,7 @@ enum Step {
 /// knows (claimed nodes only ever grow).
 struct Heads([usize; MAX_LISTS]);
 
-impl<C: ?Sized + Sync> Shared<C> {
+impl Shared {
     /// Walks list `me` of the plan for the running frame (module docs).
     /// `frame_thread`: the caller is the frame's thread. A helper that runs
     /// inside a wait on its thread walks only while it finds a ready node
@@ -338,7 +338,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         &self,
         me: usize,
         local: &Local<'_>,
-        frame: &FrameView<'_, C>,
+        frame: &FrameView<'_>,
         frame_thread: bool,
     ) {
         // A helper inside a wait that waited could wait for the very node
@@ -530,7 +530,7 @@ impl<C: ?Sized + Sync> Shared<C> {
 
     /// Wakes the walkers of `bits` (`node_marks.rs`).
     #[cold]
-    fn wake_walkers(&self, mut bits: u32, frame: &FrameView<'_, C>) {
+    fn wake_walkers(&self, mut bits: u32, frame: &FrameView<'_>) {
         let sleep = &frame.pool.shared().sleep;
         while bits != 0 {
             let walker = bits.trailing_zeros();
@@ -552,7 +552,7 @@ impl<C: ?Sized + Sync> Shared<C> {
         me: usize,
         heads: &mut Heads,
         local: &Local<'_>,
-        frame: &FrameView<'_, C>,
+        frame: &FrameView<'_>,
         frame_thread: bool,
     ) {
         let lane = self.inputs.lane;

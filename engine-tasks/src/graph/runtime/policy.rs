@@ -378,7 +378,7 @@ pub(super) fn linger_ticks(gap_ticks: f64, nanos_per_tick: f64) -> u64 {
     }
 }
 
-impl<C: ?Sized + Sync> Runtime<C> {
+impl Runtime {
     /// Smooths the gap after this graph's last frame until the pool's next
     /// frame (this one, or another graph's that began in between:
     /// `pool/frame_gaps.rs`) and tells the pool how long its idle threads

@@ -13,7 +13,7 @@ use crate::graph::shape::BuildId;
 use crate::graph::ReadyOrder;
 use crate::lane::Lane;
 
-impl<C: ?Sized + Sync> Runtime<C> {
+impl Runtime {
     /// Replaces the graph, in place, by the one `builder` describes and
     /// compiled (into `builder.compiled`, which gets this graph's compiled
     /// form back for the next build), and leaves the builder empty with its
@@ -24,7 +24,11 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// builder's memory (`recycle.rs`) for the next graph's. `id` names
     /// the build, for the builder to tell the next build repeats it
     /// (`shape.rs`).
-    pub(in crate::graph) fn rebuild(&mut self, builder: &mut TaskGraphBuilder<C>, id: BuildId) {
+    pub(in crate::graph) fn rebuild<C: ?Sized + Sync>(
+        &mut self,
+        builder: &mut TaskGraphBuilder<C>,
+        id: BuildId,
+    ) {
         std::mem::swap(&mut self.compiled, &mut builder.compiled);
         let n = builder.nodes.len();
         let specs = &builder.nodes;
@@ -92,7 +96,6 @@ impl<C: ?Sized + Sync> Runtime<C> {
         self.node_on.resize(n, true);
         self.set_on.clear();
         self.set_on.resize(self.set_names.len(), true);
-        self.resources_of = builder.resources_of;
         self.built = Some(id);
         self.retire_into(builder);
         self.reprioritize();
@@ -109,7 +112,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
     /// was built by (`built`): the bodies and conditions are swapped in and
     /// toggles are turned on, as after any build; the compiled graph, its
     /// plans and node times stay. Allocates nothing once warm.
-    pub(in crate::graph) fn refill(&mut self, builder: &mut TaskGraphBuilder<C>) {
+    pub(in crate::graph) fn refill<C: ?Sized + Sync>(&mut self, builder: &mut TaskGraphBuilder<C>) {
         // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
         let shared = unsafe { &mut *self.shared.as_ptr() };
         // The old closures go straight to the builder's memory, in node
@@ -141,7 +144,7 @@ impl<C: ?Sized + Sync> Runtime<C> {
 
     /// Empties the builder, and gives it the memory of the bodies and
     /// conditions a build replaced (`recycle.rs`).
-    fn retire_into(&mut self, builder: &mut TaskGraphBuilder<C>) {
+    fn retire_into<C: ?Sized + Sync>(&mut self, builder: &mut TaskGraphBuilder<C>) {
         builder.clear();
         builder.memory.settle();
         for body in self.retired_bodies.drain(..) {

@@ -748,9 +748,9 @@ fn a_frame_held_up_every_other_frame_counts() {
 #[test]
 fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
     use crate::sync::prefetch::{CodeSection, Span, LINE_BYTES, MAX_LINES};
-    let spans = super::Runtime::<()>::code_spans();
+    let spans = super::Runtime::code_spans();
     // The same spans every time: the graph publishes them every frame.
-    assert_eq!(spans, super::Runtime::<()>::code_spans());
+    assert_eq!(spans, super::Runtime::code_spans());
     if cfg!(target_os = "linux") {
         let sections = [CodeSection::Shared.span(), CodeSection::Frame.span()];
         assert_eq!(spans[..2], sections);
@@ -762,22 +762,10 @@ fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
                 .any(|s| (s.start..s.start + s.lines * LINE_BYTES).contains(&f))
         };
         for (name, f) in [
-            (
-                "run_frame",
-                super::Runtime::<()>::run_frame as *const () as usize,
-            ),
-            (
-                "walk_plan",
-                super::Shared::<()>::walk_plan as *const () as usize,
-            ),
-            (
-                "run_helper",
-                super::frame::run_helper::<()> as *const () as usize,
-            ),
-            (
-                "run_node",
-                super::frame::run_node::<()> as *const () as usize,
-            ),
+            ("run_frame", super::Runtime::run_frame as *const () as usize),
+            ("walk_plan", super::Shared::walk_plan as *const () as usize),
+            ("run_helper", super::frame::run_helper as *const () as usize),
+            ("run_node", super::frame::run_node as *const () as usize),
             (
                 "wait_frame",
                 crate::pool::worker::Local::wait_frame as *const () as usize,
@@ -788,7 +776,7 @@ fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
         assert!(spans.iter().map(|s| s.lines).sum::<usize>() <= MAX_LINES);
         return;
     }
-    let anchors = super::Runtime::<()>::code_anchors();
+    let anchors = super::Runtime::code_anchors();
     let lowest = *anchors.iter().min().unwrap();
     assert!(spans[0].start <= lowest && lowest < spans[0].start + spans[0].lines * LINE_BYTES);
     for span in spans.iter().filter(|s| s.lines > 0) {
@@ -812,10 +800,10 @@ fn a_frames_code_lies_in_the_section_of_its_kind() {
     let code = CodeSection::Frame.span();
     let section = code.start..code.start + code.lines * LINE_BYTES;
     let placed = [
-        super::Runtime::<()>::run_frame as *const () as usize,
-        super::Runtime::<()>::run_nodes_in as *const () as usize,
-        super::Shared::<()>::run_alone as *const () as usize,
-        super::Shared::<()>::run_body as *const () as usize,
+        super::Runtime::run_frame as *const () as usize,
+        super::Runtime::run_nodes_in as *const () as usize,
+        super::Shared::run_alone as *const () as usize,
+        super::Shared::run_body as *const () as usize,
         FrameStats::reset as *const () as usize,
         crate::pool::registry::Shared::frame_began as *const () as usize,
     ];
@@ -825,7 +813,7 @@ fn a_frames_code_lies_in_the_section_of_its_kind() {
             "function {i} lies outside {code:?}"
         );
     }
-    let walk = super::Shared::<()>::walk_plan as *const () as usize;
+    let walk = super::Shared::walk_plan as *const () as usize;
     assert!(
         !section.contains(&walk),
         "the planned walk lies in {code:?}"
@@ -873,10 +861,7 @@ fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
             "{written:?} is written by every frame"
         );
     }
-    assert_eq!(
-        &spans[MAX_DATA_SPANS..],
-        &super::Runtime::<()>::code_spans()[..]
-    );
+    assert_eq!(&spans[MAX_DATA_SPANS..], &super::Runtime::code_spans()[..]);
     // What the graph keeps to publish is what it would work out now, but
     // for its own address: it was worked out inside the builder, and the
     // graph may have moved since (its next frame after an idle gap works
@@ -891,7 +876,7 @@ fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
 fn a_moved_graph_warms_its_new_address() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let graph = chain_of_64(|_, _: &()| {});
-    let home = |graph: &TaskGraph<()>| &graph.runtime as *const super::Runtime<()> as usize & !63;
+    let home = |graph: &TaskGraph<()>| &graph.runtime as *const super::Runtime as usize & !63;
     let mut graphs = vec![graph];
     graphs[0].run(&pool, &()).unwrap();
     assert_eq!(graphs[0].runtime.warm[0].start, home(&graphs[0]));
