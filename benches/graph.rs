@@ -33,8 +33,8 @@ use criterion::{
 };
 use engine_tasks::{Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, threads, GlobalQueueDag,
-    GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, paced_times, threads,
+    GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
 };
 use std::time::Duration;
 
@@ -169,19 +169,18 @@ fn dag256_paced(c: &mut Criterion) {
             bevy_schedule(&deps, &work, SingleThreadedExecutor::new());
         let rayon_dag = RayonDag::new(&deps, &work);
         let global_dag = GlobalQueueDag::new(&deps, &work);
-        // Criterion plans iterations by the time it is told (the frames),
-        // not the ticks slept between them: aim at about 100 frames per
-        // runner, the frame being about half the sequential work.
-        let frame_estimate = Duration::from_nanos((nanos * n as u64 / 2).max(5_000));
         for pacing in &Pacing::ALL[1..] {
             let mut group = c.benchmark_group(format!("dag256-paced/{nanos}ns/{}", pacing.label()));
             group.throughput(Throughput::Elements(n as u64));
             group.sampling_mode(SamplingMode::Flat);
-            // At least 50 frames: a sample runs at least one. With 10, a
-            // group of light frames timed about ten, and runs disagreed 2x.
+            // 50 samples of several frames each (`paced_times`).
             group.sample_size(50);
-            group.warm_up_time(frame_estimate * 20);
-            group.measurement_time(frame_estimate * 100);
+            let Pacing::Hz(hz) = *pacing else {
+                unreachable!("only paced groups here")
+            };
+            let (warm_up, measurement) = paced_times(hz);
+            group.warm_up_time(warm_up);
+            group.measurement_time(measurement);
             // One pacer per runner, for all its samples (`paced_iters`).
             let pacer = || Pacer::new(*pacing);
             let mut p = pacer();

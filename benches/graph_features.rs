@@ -42,7 +42,8 @@ use engine_tasks::graph::Resources;
 use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_builder_of, graph_of,
-    init_bevy_pool, paced_iters, static_names, threads, GatedShared, NodeSet, Pacer, Pacing, Work,
+    init_bevy_pool, paced_iters, paced_times, static_names, threads, GatedShared, NodeSet, Pacer,
+    Pacing, Work,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -52,7 +53,7 @@ const PACINGS: [Pacing; 4] = Pacing::ALL;
 const WORK: [u64; 3] = [0, 1_000, 20_000];
 
 /// A criterion group for one work size and pacing, sized so that a paced
-/// group takes about 100 frames per runner.
+/// group times about `PACED_FRAMES` frames per runner.
 fn group<'c>(
     c: &'c mut Criterion,
     name: &str,
@@ -67,16 +68,13 @@ fn group<'c>(
             group.warm_up_time(Duration::from_secs(1));
             group.measurement_time(Duration::from_secs(3));
         }
-        Pacing::Hz(_) => {
-            // Criterion plans by the time it is told (the frames), not the
-            // ticks slept between them.
-            let frame_estimate = Duration::from_nanos((nanos * 256 / 2).max(5_000));
+        Pacing::Hz(hz) => {
             group.sampling_mode(SamplingMode::Flat);
-            // At least 50 frames: a sample runs at least one. With 10, a
-            // group of light frames timed about ten, and runs disagreed 2x.
+            // 50 samples of several frames each (`paced_times`).
             group.sample_size(50);
-            group.warm_up_time(frame_estimate * 20);
-            group.measurement_time(frame_estimate * 100);
+            let (warm_up, measurement) = paced_times(hz);
+            group.warm_up_time(warm_up);
+            group.measurement_time(measurement);
         }
     }
     group

@@ -491,6 +491,20 @@ impl Pacer {
     }
 }
 
+/// How many frames a runner of a paced group times.
+pub const PACED_FRAMES: u32 = 300;
+
+/// Criterion's warm-up and measurement times for a paced group at
+/// `hz`. Criterion plans a group's iterations by wall time, sleeps
+/// included, so these are a number of ticks: [`PACED_FRAMES`] frames to
+/// time (criterion's least, one a sample, is 50), after 20 to warm up.
+/// With 50, runs of light frames a few minutes apart disagreed by up to
+/// half (engine-tasks at 0 ns and 60 Hz: 37 to 60 µs).
+pub fn paced_times(hz: f64) -> (std::time::Duration, std::time::Duration) {
+    let tick = std::time::Duration::from_secs_f64(1.0 / hz);
+    (tick * 20, tick * PACED_FRAMES)
+}
+
 /// Times `frame` alone, `iters` times, each after a sleep until the next
 /// tick of `pacer` (for criterion's `iter_custom`).
 ///
