@@ -104,6 +104,9 @@ struct FrameStart {
     /// Read only when the tick rate wants a reading (`TickRate`).
     started: Option<Instant>,
     start_tick: u64,
+    /// How long a thread of the frame looks for work before it sleeps
+    /// ([`IN_FRAME_WAIT_NANOS`], in ticks).
+    in_frame_wait_ticks: u64,
     steals_before: u64,
     /// Whether the pool was idle before the frame (`early_wake.rs`).
     after_idle_gap: bool,
@@ -532,6 +535,7 @@ impl Runtime {
             queued: queued.filter(|_| planned),
             started,
             start_tick,
+            in_frame_wait_ticks,
             steals_before,
             after_idle_gap,
         }
@@ -609,7 +613,6 @@ impl Runtime {
         let alone = (!self.waking).then_some(&mut self.plan);
         let margin = self.share_above.hand_over_margin(&self.trial);
         let nanos_per_tick = self.rate.nanos_per_tick();
-        let in_frame_wait_ticks = (IN_FRAME_WAIT_NANOS / nanos_per_tick) as u64;
         let hand_over = |local: Option<&Local<'_>>, timed: bool| {
             let check_every = if timed || start.number == 0 {
                 1
@@ -671,7 +674,7 @@ impl Runtime {
             }
         };
         // Announced once its nodes are queued; `frame_unshared` after.
-        pool_shared.frame_shared(in_frame_wait_ticks);
+        pool_shared.frame_shared(start.in_frame_wait_ticks);
         match local {
             Some(local) => local.wait_frame(&shared.done, floor, &shared.inbox),
             None => {
