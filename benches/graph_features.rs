@@ -53,7 +53,7 @@ const PACINGS: [Pacing; 4] = Pacing::ALL;
 const WORK: [u64; 3] = [0, 1_000, 20_000];
 
 /// A criterion group for one work size and pacing, sized so that a paced
-/// group times about `PACED_FRAMES` frames per runner.
+/// group times `PACED_FRAMES` ticks per runner.
 fn group<'c>(
     c: &'c mut Criterion,
     name: &str,

@@ -491,13 +491,16 @@ impl Pacer {
     }
 }
 
-/// How many frames a runner of a paced group times.
+/// How many ticks a runner of a paced group times: as many frames when a
+/// frame fits in a tick (one that overruns its tick skips the next,
+/// [`Pacer::wait_for_grid`]).
 pub const PACED_FRAMES: u32 = 300;
 
 /// Criterion's warm-up and measurement times for a paced group at
 /// `hz`. Criterion plans a group's iterations by wall time, sleeps
-/// included, so these are a number of ticks: [`PACED_FRAMES`] frames to
-/// time (criterion's least, one a sample, is 50), after 20 to warm up.
+/// included, so these are a number of ticks: [`PACED_FRAMES`] to time
+/// (criterion's least, one frame a sample, is 50), after 20 to warm up
+/// (criterion doubles its warm-up runs, so about 31 frames).
 /// With 50, runs of light frames a few minutes apart disagreed by up to
 /// half (engine-tasks at 0 ns and 60 Hz: 37 to 60 µs).
 pub fn paced_times(hz: f64) -> (std::time::Duration, std::time::Duration) {

@@ -14,6 +14,7 @@ use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
 use std::any::{type_name, TypeId};
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// A node's or set's name: borrowed for the life of the program (no
@@ -22,8 +23,10 @@ pub(super) type Name = Cow<'static, str>;
 
 /// A node's body: called once per frame with the frame's context, the
 /// type of its data erased (`Context`), so that the runtime is compiled
-/// once for every graph's data type. It wraps the closure the node was
-/// given (`erase_body`).
+/// once, whatever the graphs' data types. It wraps the closure the node
+/// was given (`erase_body`), which reads the data as the graph's `C`: a
+/// call is sound only with a context of a frame of that graph
+/// (`Context::new`).
 pub(super) type Body = Box<dyn FnMut(&Context<'_>) + Send>;
 
 /// A run condition: evaluated once per frame, when its node (or the first
@@ -99,6 +102,8 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     /// How a frame finds its [`Resources`], once a resource access was
     /// declared.
     pub(super) resources_of: Option<fn(&C) -> &Resources>,
+    /// Invariant in `C`, as the graph it builds ([`TaskGraph`]'s field).
+    data: PhantomData<fn(&C) -> &C>,
     pub(super) order: ReadyOrder,
     pub(super) timed: bool,
     pub(super) share_above: ShareThreshold,
@@ -124,6 +129,7 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             inputs: Inputs::default(),
             replay: Replay::default(),
             resources_of: None,
+            data: PhantomData,
             order: ReadyOrder::default(),
             timed: true,
             share_above: ShareThreshold::default(),
@@ -678,6 +684,7 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         Ok(TaskGraph {
             runtime: Runtime::new(self, id),
             resources_of,
+            data: PhantomData,
         })
     }
 
@@ -734,13 +741,14 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         if self.replay.repeats(nodes, &self.sets, options, built) {
             // Should a replaced closure's drop panic, the builder is left
             // empty all the same, for the caller's next fill.
+            // It declared resources as the last build did (`Options`), so
+            // the graph's `resources_of` stands.
             let builder = ClearOnUnwind(self);
             graph.runtime.refill(builder.0);
             return Ok(());
         }
         match self.compile() {
             Ok(id) => {
-                // A repeated build (above) declared resources as the last.
                 graph.resources_of = self.resources_of;
                 graph.runtime.rebuild(self, id);
                 Ok(())

@@ -115,27 +115,61 @@ pub struct NodeContext<'f, C: ?Sized> {
 /// runtime's code exists once, whatever the graphs' data types.
 pub(in crate::graph) struct Context<'f> {
     /// Where the frame's `&'f C` is (a thin pointer, whatever `C`).
-    pub(in crate::graph) data: NonNull<()>,
-    pub(in crate::graph) pool: &'f PoolHandle,
-    pub(in crate::graph) frame: u64,
-    pub(in crate::graph) name: &'f str,
+    data: NonNull<()>,
+    pool: &'f PoolHandle,
+    frame: u64,
+    name: &'f str,
     /// The resource types the node declared (its own and its sets').
-    pub(in crate::graph) typed: &'f [TypedAccess],
+    typed: &'f [TypedAccess],
     /// A borrow count for each entry of `typed`, if any entry is a write
     /// (module docs), else none: the first
     /// [`INLINE_BORROWS`] here, the rest in `overflow`, by line.
-    pub(in crate::graph) borrows: &'f [AtomicI32],
-    pub(in crate::graph) overflow: &'f [BorrowLine],
+    borrows: &'f [AtomicI32],
+    overflow: &'f [BorrowLine],
     /// Not `Sync`: only the thread that runs the node counts its borrows.
-    pub(in crate::graph) not_sync: PhantomData<Cell<()>>,
+    not_sync: PhantomData<Cell<()>>,
 }
 
 impl<'f> Context<'f> {
+    /// The context of a run of node `name` in frame `frame` on `pool`,
+    /// with the node's resource types and borrow counts (module docs).
+    ///
+    /// # Safety
+    ///
+    /// `data` points to the running frame's `&C`, `C` being the data type
+    /// of the graph the node belongs to, and stays readable while the
+    /// context lives: the node's body and conditions read it as such
+    /// (`builder.rs`).
+    #[inline]
+    pub(in crate::graph) unsafe fn new(
+        data: NonNull<()>,
+        pool: &'f PoolHandle,
+        frame: u64,
+        name: &'f str,
+        typed: &'f [TypedAccess],
+        borrows: &'f [AtomicI32],
+        overflow: &'f [BorrowLine],
+    ) -> Self {
+        Context {
+            data,
+            pool,
+            frame,
+            name,
+            typed,
+            borrows,
+            overflow,
+            not_sync: PhantomData,
+        }
+    }
+
     /// This context as a graph's, whose frame data is a `C`.
     ///
     /// # Safety
     ///
-    /// `self.data` points to a `&'f C`, valid for `'f`.
+    /// `C` is the data type `self` was made for (`Context::new`). The
+    /// reference `data` gives out lives for `'f`, which may outlast the
+    /// frame: only closures generic over `'f` (a node's body or
+    /// condition) may see the result.
     #[inline]
     pub(in crate::graph) unsafe fn typed<C: ?Sized>(&self) -> &NodeContext<'f, C> {
         let typed: *const Context<'f> = self;

@@ -184,6 +184,7 @@ pub use stats::{FrameSharing, FrameStats, NodeTiming};
 use crate::pool::PoolHandle;
 use runtime::Runtime;
 use std::fmt;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 /// The order in which ready nodes are queued.
@@ -199,12 +200,27 @@ pub enum ReadyOrder {
 
 /// A compiled DAG of nodes, run once per [`TaskGraph::run`]. See the module
 /// docs.
+///
+/// Its nodes may keep what they see of the frame's data, so a graph of
+/// data that borrows for one lifetime cannot pass for a graph of another:
+///
+/// ```compile_fail
+/// use engine_tasks::TaskGraph;
+/// struct View<'a>(&'a str);
+/// fn shorten<'a>(graph: TaskGraph<View<'static>>) -> TaskGraph<View<'a>> {
+///     graph // does not compile: a graph is invariant in its data type
+/// }
+/// ```
 pub struct TaskGraph<C: ?Sized> {
-    /// The graph's frames, compiled once for every data type: what is
+    /// The graph's frames, compiled once whatever the data type: what is
     /// typed by `C` is erased in the closures (`builder.rs`).
     runtime: Runtime,
     /// How a frame finds its resources, if the graph declared any.
     resources_of: Option<fn(&C) -> &Resources>,
+    /// Invariant in `C`, as the closures it holds are: were it covariant,
+    /// a graph of `View<'static>` whose nodes keep what they see could
+    /// become a graph of `View<'short>`.
+    data: PhantomData<fn(&C) -> &C>,
 }
 
 impl<C: ?Sized + Sync> TaskGraph<C> {
@@ -251,7 +267,9 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
         let data = NonNull::from(&data).cast::<()>();
         // SAFETY: `data` points to this call's `&C`, readable until
         // `run_frame` returns; the graph's closures were built for this `C`
-        // (a `TaskGraphBuilder<C>` built it), which is `Sync`.
+        // (a `TaskGraphBuilder<C>` built it, and both types are invariant
+        // in `C`), which is `Sync`; `resources` is found as the last build
+        // declared (`TaskGraphBuilder::build_into`).
         unsafe { self.runtime.run_frame(pool, data, resources) }
     }
 

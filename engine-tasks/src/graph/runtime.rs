@@ -194,6 +194,9 @@ pub(super) struct Runtime {
     /// The build this graph holds, for a builder to tell that it repeats
     /// it (`shape.rs`).
     built: Option<BuildId>,
+    /// Whether the graph declared resource types: then every frame is
+    /// given the frame's `Resources` (`run_frame`).
+    declares_resources: bool,
     /// What the workers that wake early for this graph's next frame warm
     /// (`warm_spans`), and its key (`sync/prefetch.rs`); worked out when
     /// the arrays may move (a rebuild, a new plan) or the graph did, not
@@ -278,6 +281,7 @@ impl Runtime {
             retired_bodies: Vec::new(),
             retired_conditions: Vec::new(),
             built: None,
+            declares_resources: false,
             warm: [Span::default(); MAX_SPANS],
             warm_key: 0,
             warm_home: 0,
@@ -287,7 +291,7 @@ impl Runtime {
     /// The code a frame of this graph runs: on Linux the two sections of
     /// the engine's frame code, the shared frames' first (what an
     /// early-woken worker runs first), within `MAX_LINES`; elsewhere the
-    /// code around the addresses of a few functions: this graph's frame,
+    /// code around the addresses of a few functions: a graph's frame,
     /// the planned walk, a helper's and a queued node's task functions
     /// and the pool's (`sync/prefetch.rs`).
     fn code_spans() -> [Span; MAX_CODE_SPANS] {
@@ -395,7 +399,8 @@ impl Runtime {
     ///
     /// `data` points to a `&C` readable until this returns, `C` being the
     /// type the graph's closures were built for (`builder.rs`); the `C`
-    /// is `Sync`.
+    /// is `Sync`. `resources` is `Some` if the last build declared
+    /// resource types (else nodes would borrow the last frame's values).
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(super) unsafe fn run_frame(
         &mut self,
@@ -412,6 +417,11 @@ impl Runtime {
             CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
+        debug_assert_eq!(
+            resources.is_some(),
+            self.declares_resources,
+            "a frame's resources as its graph declared"
+        );
         if resources.is_some_and(|r| !r.claim()) {
             return Err(FrameError {
                 frame: self.frames,

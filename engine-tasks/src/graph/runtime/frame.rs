@@ -26,7 +26,6 @@ use crate::trace::instrument;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::cell::UnsafeCell;
-use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -270,7 +269,8 @@ impl Shared {
 
 /// What every node of the running frame sees.
 pub(super) struct FrameView<'f> {
-    /// Where the frame's `&C` is, readable for `'f` (`Context::data`).
+    /// Where the frame's `&C` is, readable until `run_frame` returns
+    /// (`Context::new`).
     pub(super) data: NonNull<()>,
     pub(super) pool: &'f PoolHandle,
     pub(super) number: u64,
@@ -378,15 +378,19 @@ impl Shared {
         } else {
             &[]
         };
-        let cx = Context {
-            data: frame.data,
-            pool: frame.pool,
-            frame: frame.number,
-            name: &node.name,
-            typed: rules.typed,
-            borrows,
-            overflow: rules.overflow,
-            not_sync: PhantomData,
+        // SAFETY: `frame.data` is where the running frame's `&C` is, for
+        // this graph's `C`, readable until `run_frame` returns, after this
+        // node's run (`run_frame`'s contract).
+        let cx = unsafe {
+            Context::new(
+                frame.data,
+                frame.pool,
+                frame.number,
+                &node.name,
+                rules.typed,
+                borrows,
+                rules.overflow,
+            )
         };
         let _span = instrument::node(node.label, node.lane);
         // SAFETY: this thread owns the node for this frame (module docs), so

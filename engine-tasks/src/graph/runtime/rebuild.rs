@@ -97,6 +97,7 @@ impl Runtime {
         self.set_on.clear();
         self.set_on.resize(self.set_names.len(), true);
         self.built = Some(id);
+        self.declares_resources = builder.resources_of.is_some();
         self.retire_into(builder);
         self.reprioritize();
         self.replan_if_stale();
