@@ -40,7 +40,9 @@ where
     F: FnMut(&NodeContext<'_, C>) + Send + 'static,
 {
     // SAFETY: the runtime calls a graph's bodies only with contexts of its
-    // frames, whose data is the `&C` that `TaskGraph::run` was given.
+    // frames, whose data is the `&C` that `TaskGraph::run` was given
+    // (`Context::new`); `body` takes a context of any lifetime, so it
+    // cannot keep what the context lends.
     move |cx| body(unsafe { cx.typed::<C>() })
 }
 
