@@ -672,11 +672,12 @@ impl Runtime {
         let (sharing, ran_alone) = match alone {
             Some(plan) => {
                 let rule = hand_over(local, shared.timed);
-                let (sharing, ran_alone) = shared.run_alone(plan, local, rule);
-                if sharing == FrameSharing::Alone {
-                    return (sharing, ran_alone);
+                let ran = shared.run_alone(plan, local, rule);
+                if ran.0 == FrameSharing::Alone {
+                    // It ran to its end here: nothing to announce or wait for.
+                    return ran;
                 }
-                (sharing, ran_alone)
+                ran
             }
             None => {
                 shared.queue_ready(roots.iter().copied(), local, pool_shared, false);
