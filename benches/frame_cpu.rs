@@ -10,7 +10,7 @@
 //! and in the gaps between frames alone. The sequential loop is the baseline: the work
 //! itself, with no scheduler; `two-threads-condvar` is the least a second
 //! thread costs without spinning; `engine-tasks-queued` is the graph with
-//! `plan_frames(false)`.
+//! `planning(Planning::Off)`.
 //!
 //! CPU time is read from each thread's own CPU clock (the clock id of its
 //! thread id, as `clock_getcpuclockid` makes it), which includes the slice
@@ -31,7 +31,7 @@
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
-use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks::{NodeTimes, Planning, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_builder_of, medians_from_children, process_threads, thread_cpu_nanos_of,
     threads, Pacer, Pacing, Work,
@@ -129,8 +129,17 @@ fn measure(case: &str) -> [f64; 4] {
             let works = vec![work; deps.len()];
             // Queued: shared frames count releases and queue ready nodes
             // instead of walking a plan.
-            let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
-            builder.plan_frames(peer == "engine-tasks");
+            let mut builder = graph_builder_of(
+                &deps,
+                &works,
+                ReadyOrder::CriticalPathFirst,
+                NodeTimes::Measured,
+            );
+            builder.planning(if peer == "engine-tasks" {
+                Planning::Allowed
+            } else {
+                Planning::Off
+            });
             let mut graph = builder.build().expect("a valid DAG");
             paced(&mut || {
                 graph.run(&pool, &()).unwrap();

@@ -1,6 +1,6 @@
 //! Whether planned frames earn their place beside queued ones: the graph
 //! benchmark's DAG (256 nodes, 16 layers of 16) as two graphs that differ
-//! only in `plan_frames`, their frames interleaved (A B, then B A, ...) so
+//! only in `planning`, their frames interleaved (A B, then B A, ...) so
 //! both see the same drift of this shared machine, back to back and paced
 //! at 30, 60 and 240 Hz, at 1, 5 and 20 µs of work per node (frames light
 //! enough to run alone are the same either way). Prints each one's median
@@ -9,7 +9,7 @@
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_modes`
 
-use engine_tasks::{Pool, ReadyOrder, TaskGraph};
+use engine_tasks::{NodeTimes, Planning, Pool, ReadyOrder, TaskGraph};
 use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Pacer, Pacing, Work};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -28,13 +28,17 @@ fn main() {
     for nanos in [1_000u64, 5_000, 20_000] {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in Pacing::ALL {
-            let graph = |plan: bool| -> TaskGraph<()> {
-                let mut builder =
-                    graph_builder_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
-                builder.plan_frames(plan);
+            let graph = |planning: Planning| -> TaskGraph<()> {
+                let mut builder = graph_builder_of(
+                    &deps,
+                    &work,
+                    ReadyOrder::CriticalPathFirst,
+                    NodeTimes::Measured,
+                );
+                builder.planning(planning);
                 builder.build().unwrap()
             };
-            let mut graphs = [graph(false), graph(true)];
+            let mut graphs = [graph(Planning::Off), graph(Planning::Allowed)];
             let mut times: [Vec<f64>; 2] = Default::default();
             let mut ways: [BTreeMap<String, usize>; 2] = Default::default();
             let frames = FRAMES[usize::from(pacing != Pacing::BackToBack)];

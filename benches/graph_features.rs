@@ -39,7 +39,7 @@ use bevy_ecs::schedule::{
 };
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use engine_tasks::graph::Resources;
-use engine_tasks::{Lane, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
+use engine_tasks::{Lane, NodeTimes, Planning, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_builder_of, graph_of,
     init_bevy_pool, paced_iters, paced_times, static_names, threads, GatedShared, NodeSet, Pacer,
@@ -117,7 +117,12 @@ fn rebuilt(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
             let mut group = group(c, "rebuilt", nanos, pacing);
-            let mut prebuilt = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
+            let mut prebuilt = graph_of(
+                &deps,
+                &work,
+                ReadyOrder::CriticalPathFirst,
+                NodeTimes::Measured,
+            );
             bench(&mut group, "prebuilt", pacing, || {
                 prebuilt.run(&pool, &()).unwrap();
             });
@@ -149,7 +154,12 @@ fn gated(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
             let mut group = group(c, "gated", nanos, pacing);
-            let mut plain = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
+            let mut plain = graph_of(
+                &deps,
+                &work,
+                ReadyOrder::CriticalPathFirst,
+                NodeTimes::Measured,
+            );
             bench(&mut group, "plain", pacing, || {
                 plain.run(&pool, &()).unwrap();
             });
@@ -326,20 +336,29 @@ fn modes(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
             let mut group = group(c, "modes", nanos, pacing);
-            let held = |share: Duration, plan: bool| {
-                let mut builder =
-                    graph_builder_of(&deps, &work, ReadyOrder::CriticalPathFirst, true);
-                builder.share_above(share, share).plan_frames(plan);
+            let held = |share: Duration, planning: Planning| {
+                let mut builder = graph_builder_of(
+                    &deps,
+                    &work,
+                    ReadyOrder::CriticalPathFirst,
+                    NodeTimes::Measured,
+                );
+                builder.share_above(share, share).planning(planning);
                 builder.build().unwrap()
             };
             let mut graphs = [
                 (
                     "default",
-                    graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, true),
+                    graph_of(
+                        &deps,
+                        &work,
+                        ReadyOrder::CriticalPathFirst,
+                        NodeTimes::Measured,
+                    ),
                 ),
-                ("alone", held(never, true)),
-                ("queued", held(Duration::ZERO, false)),
-                ("planned", held(Duration::ZERO, true)),
+                ("alone", held(never, Planning::Allowed)),
+                ("queued", held(Duration::ZERO, Planning::Off)),
+                ("planned", held(Duration::ZERO, Planning::Allowed)),
             ];
             for (name, graph) in &mut graphs {
                 bench(&mut group, name, pacing, || {

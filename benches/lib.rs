@@ -1,7 +1,7 @@
 //! Shared pieces of the benchmarks: the baseline global-queue pool and the
 //! thread count every peer gets.
 
-use engine_tasks::{Lane, ReadyOrder, TaskGraph, TaskGraphBuilder};
+use engine_tasks::{Lane, NodeTimes, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -216,9 +216,9 @@ pub fn graph_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    timed: bool,
+    times: NodeTimes,
 ) -> TaskGraph<()> {
-    graph_builder_of(deps, work, order, timed)
+    graph_builder_of(deps, work, order, times)
         .build()
         .expect("a valid DAG")
 }
@@ -228,10 +228,10 @@ pub fn graph_builder_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    timed: bool,
+    times: NodeTimes,
 ) -> TaskGraphBuilder<()> {
     let mut b = TaskGraph::<()>::builder();
-    b.ready_order(order).measure_nodes(timed);
+    b.ready_order(order).node_times(times);
     for (i, d) in deps.iter().enumerate() {
         let w = work[i];
         b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())

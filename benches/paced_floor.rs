@@ -23,7 +23,7 @@
 //! blocks, per node over the bound, and the engine's distance from the
 //! floor.
 
-use engine_tasks::{Pool, ReadyOrder};
+use engine_tasks::{NodeTimes, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, Pacer, Pacing,
     Work,
@@ -132,7 +132,12 @@ fn main() {
     let deps = Arc::new(benchmark_dag());
     let nodes = deps.len();
     let works = vec![work; nodes];
-    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, true);
+    let mut graph = graph_of(
+        &deps,
+        &works,
+        ReadyOrder::CriticalPathFirst,
+        NodeTimes::Measured,
+    );
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let [mine, theirs] = greedy_two_thread_schedule(&deps);
     let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());

@@ -95,8 +95,8 @@ pub use {
         BlockingPoolHandle, BlockingTask,
     },
     graph::{
-        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, ReadyOrder,
-        TaskGraph, TaskGraphBuilder,
+        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, NodeTimes,
+        Planning, ReadyOrder, TaskGraph, TaskGraphBuilder,
     },
     pool::{
         cancel::CancellationToken,

@@ -3,7 +3,7 @@
 
 use engine_tasks::graph::NodeOutcome;
 use engine_tasks::{
-    FrameError, FrameSharing, FrameStats, GraphError, Lane, Pool, ReadyOrder, TaskGraph,
+    FrameError, FrameSharing, FrameStats, GraphError, Lane, Planning, Pool, ReadyOrder, TaskGraph,
     TaskGraphBuilder,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -448,14 +448,14 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     // Thresholds out of reach run every frame alone (a panic can take
     // long enough to pass the default ones); zero ones hand the first frame
     // over after its second node and share the rest, by queues or by plan.
-    for (threshold, plan) in [
-        (Duration::MAX, true),
-        (Duration::ZERO, false),
-        (Duration::ZERO, true),
+    for (threshold, planning) in [
+        (Duration::MAX, Planning::Allowed),
+        (Duration::ZERO, Planning::Off),
+        (Duration::ZERO, Planning::Allowed),
     ] {
         let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
         let mut b = TaskGraph::<AtomicBool>::builder();
-        b.share_above(threshold, threshold).plan_frames(plan);
+        b.share_above(threshold, threshold).planning(planning);
         for (name, deps) in GAME {
             let ran = ran.clone();
             b.node(name, Lane::FrameCritical, move |cx| {
@@ -856,7 +856,7 @@ fn statistics_count_the_frames_steals() {
 
     let mut b = TaskGraph::<()>::builder();
     b.share_above(SHARE_ALWAYS.0, SHARE_ALWAYS.1);
-    b.plan_frames(false);
+    b.planning(Planning::Off);
     b.node("root", Lane::FrameCritical, |_| {});
     for i in 0..8 {
         b.node(format!("leaf{i}"), Lane::FrameCritical, |_| {

@@ -2,7 +2,7 @@
 //! frame: what each promises, and the errors bad input gets.
 
 use engine_tasks::graph::{AccessId, Ambiguities, NodeOutcome, Resources};
-use engine_tasks::{FrameSharing, GraphError, Lane, NodeContext, Pool, TaskGraph};
+use engine_tasks::{FrameSharing, GraphError, Lane, NodeContext, Planning, Pool, TaskGraph};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -1217,7 +1217,7 @@ fn planned_frames_after_a_sleep_run_every_node_once_in_order() {
     let names = NAMES.get_or_init(|| chain_names("p", CHAINS, LINKS));
     let mut b = TaskGraph::<Log>::builder();
     b.share_above(std::time::Duration::ZERO, std::time::Duration::ZERO)
-        .plan_frames(true);
+        .planning(Planning::Allowed);
     for (i, &name) in names.iter().enumerate() {
         let node = b.node(name, Lane::FrameCritical, move |cx| {
             spin_for(std::time::Duration::from_micros(2));

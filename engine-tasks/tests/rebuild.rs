@@ -7,7 +7,9 @@
 //! builder builds into is compared with a graph built from scratch.
 
 use engine_tasks::graph::{AccessId, NodeOutcome};
-use engine_tasks::{GraphError, Lane, NodeContext, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
+use engine_tasks::{
+    GraphError, Lane, NodeContext, NodeTimes, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder,
+};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -230,7 +232,7 @@ fn fill(builder: &mut TaskGraphBuilder<Log>, desc: &Desc) {
     // time earlier frames took) would run by lane, not in one order.
     builder
         .ready_order(order)
-        .measure_nodes(false)
+        .node_times(NodeTimes::Off)
         .share_above(Duration::MAX, Duration::MAX);
     for node in &desc.nodes {
         let name = node.name;

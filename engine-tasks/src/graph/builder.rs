@@ -10,7 +10,7 @@ use super::context::Context;
 use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
 use super::shape::{BuildId, Inputs, Options, Replay};
-use super::{GraphError, NodeContext, ReadyOrder, TaskGraph};
+use super::{GraphError, NodeContext, NodeTimes, Planning, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
 use std::any::{type_name, TypeId};
 use std::borrow::Cow;
@@ -107,9 +107,9 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     /// Invariant in `C`, as the graph it builds ([`TaskGraph`]'s field).
     data: PhantomData<fn(&C) -> &C>,
     pub(super) order: ReadyOrder,
-    pub(super) timed: bool,
+    pub(super) node_times: NodeTimes,
     pub(super) share_above: ShareThreshold,
-    pub(super) plan_frames: bool,
+    pub(super) planning: Planning,
     pub(super) ambiguities: Ambiguities,
     /// The compiler's buffers, kept for the next build.
     pub(super) scratch: Scratch,
@@ -133,9 +133,9 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             resources_of: None,
             data: PhantomData,
             order: ReadyOrder::default(),
-            timed: true,
+            node_times: NodeTimes::Measured,
             share_above: ShareThreshold::default(),
-            plan_frames: true,
+            planning: Planning::Allowed,
             ambiguities: Ambiguities::default(),
             scratch: Scratch::default(),
             compiled: Compiled::default(),
@@ -304,9 +304,9 @@ impl<C: ?Sized> TaskGraphBuilder<C> {
     pub(super) fn options(&self) -> Options {
         Options {
             order: self.order,
-            timed: self.timed,
+            node_times: self.node_times,
             share_above: self.share_above,
-            plan_frames: self.plan_frames,
+            planning: self.planning,
             ambiguities: self.ambiguities,
             resources: self.resources_of.is_some(),
         }
@@ -462,18 +462,19 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         self
     }
 
-    /// Whether to time every node (default: yes). Timing costs one clock
-    /// read per node, two for a node taken from a queue; without it,
-    /// [`FrameStats`](super::FrameStats) has no node durations or thread busy times, and
-    /// critical-path-first ranks nodes by the number of nodes after them.
+    /// Whether to time every node (default: [`NodeTimes::Measured`]).
+    /// Timing costs one clock read per node, two for a node taken from a
+    /// queue; with [`NodeTimes::Off`], [`FrameStats`](super::FrameStats) has
+    /// no node durations or thread busy times, and critical-path-first ranks
+    /// nodes by the number of nodes after them.
     ///
     /// ```
-    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use engine_tasks::{Lane, NodeTimes, Pool, TaskGraph};
     /// use std::time::Duration;
     ///
     /// let mut builder = TaskGraph::<()>::builder();
     /// builder.node("particles", Lane::Normal, |_| {});
-    /// builder.measure_nodes(false); // a shipping build without the profiler
+    /// builder.node_times(NodeTimes::Off); // a shipping build without the profiler
     /// let mut graph = builder.build().unwrap();
     ///
     /// let pool = Pool::builder().threads(1).build().unwrap();
@@ -481,8 +482,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(stats.total_work(), Duration::ZERO);
     /// assert_eq!(stats.nodes().len(), 1);
     /// ```
-    pub fn measure_nodes(&mut self, timed: bool) -> &mut Self {
-        self.timed = timed;
+    pub fn node_times(&mut self, times: NodeTimes) -> &mut Self {
+        self.node_times = times;
         self
     }
 
@@ -526,20 +527,22 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         self
     }
 
-    /// Whether shared frames may run by a plan (default: yes; see "Planned
-    /// frames" above). Only graphs with critical-path-first order, no
-    /// pinned nodes and one lane for every node run planned frames; others
-    /// always queue their nodes.
+    /// Whether shared frames may run by a plan (default:
+    /// [`Planning::Allowed`]; see "Planned frames" above). Only graphs with
+    /// critical-path-first order, no pinned nodes and one lane for every
+    /// node run planned frames; others always queue their nodes.
     ///
     /// ```
-    /// use engine_tasks::{FrameSharing, Lane, Pool, TaskGraph};
+    /// use engine_tasks::{FrameSharing, Lane, Planning, Pool, TaskGraph};
     /// use std::time::Duration;
     ///
     /// let mut builder = TaskGraph::<()>::builder();
     /// for i in 0..8 {
     ///     builder.node(format!("chunk_{i}"), Lane::Normal, |_| {});
     /// }
-    /// builder.share_above(Duration::ZERO, Duration::ZERO).plan_frames(false);
+    /// builder
+    ///     .share_above(Duration::ZERO, Duration::ZERO)
+    ///     .planning(Planning::Off);
     /// let mut graph = builder.build().unwrap();
     ///
     /// let pool = Pool::builder().threads(1).build().unwrap();
@@ -548,8 +551,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     ///     assert_ne!(stats.sharing(), FrameSharing::Planned);
     /// }
     /// ```
-    pub fn plan_frames(&mut self, enabled: bool) -> &mut Self {
-        self.plan_frames = enabled;
+    pub fn planning(&mut self, planning: Planning) -> &mut Self {
+        self.planning = planning;
         self
     }
 

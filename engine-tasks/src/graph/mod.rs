@@ -69,7 +69,7 @@
 //!
 //! A shared frame of a graph whose nodes all share one lane, none pinned, in
 //! critical-path-first order, runs by a plan instead of queues (unless
-//! [`TaskGraphBuilder::plan_frames`] turned that off). Between frames, whenever
+//! [`TaskGraphBuilder::planning`] turned that off). Between frames, whenever
 //! priorities change (every 64 frames), the nodes are split into one list per
 //! thread (the frame's thread and each worker, at most eight) by list
 //! scheduling on the measured node times: most urgent first, each on the list
@@ -196,6 +196,35 @@ pub enum ReadyOrder {
     CriticalPathFirst,
     /// In declaration order.
     Fifo,
+}
+
+/// Whether a graph reads the clock around its nodes
+/// ([`TaskGraphBuilder::node_times`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum NodeTimes {
+    /// Every node is timed: [`FrameStats`] has each node's start and
+    /// duration and each thread's busy time, and critical-path-first ranks
+    /// nodes by their measured chains of work.
+    #[default]
+    Measured,
+    /// No clock reads per node: [`FrameStats`] has no node durations or
+    /// busy times, and critical-path-first ranks nodes by the number of
+    /// nodes after them.
+    Off,
+}
+
+/// Whether shared frames may run by a plan worked out between frames
+/// ([`TaskGraphBuilder::planning`]; see "Planned frames" in the module
+/// docs).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Planning {
+    /// Shared frames run by a plan when the graph allows it
+    /// (critical-path-first order, no pinned nodes, one lane for every
+    /// node); others queue their nodes.
+    #[default]
+    Allowed,
+    /// Shared frames always queue their nodes.
+    Off,
 }
 
 /// A compiled DAG of nodes, run once per [`TaskGraph::run`]. See the module

@@ -29,7 +29,7 @@
 use super::access::Access;
 use super::builder::{Ambiguities, Name, NodeSpec, Owner, Relation};
 use super::runtime::ShareThreshold;
-use super::ReadyOrder;
+use super::{NodeTimes, Planning, ReadyOrder};
 use crate::lane::Lane;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,9 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Copy, Clone, PartialEq)]
 pub(super) struct Options {
     pub(super) order: ReadyOrder,
-    pub(super) timed: bool,
+    pub(super) node_times: NodeTimes,
     pub(super) share_above: ShareThreshold,
-    pub(super) plan_frames: bool,
+    pub(super) planning: Planning,
     pub(super) ambiguities: Ambiguities,
     /// Whether a resource access was declared (`resources_of` is set).
     pub(super) resources: bool,
@@ -303,15 +303,15 @@ mod tests {
     use super::{Inputs, Options, Replay};
     use crate::graph::builder::{Ambiguities, NodeSpec, Owner, Relation};
     use crate::graph::runtime::ShareThreshold;
-    use crate::graph::ReadyOrder;
+    use crate::graph::{NodeTimes, Planning, ReadyOrder};
     use crate::lane::Lane;
 
     fn options() -> Options {
         Options {
             order: ReadyOrder::Fifo,
-            timed: true,
+            node_times: NodeTimes::Measured,
             share_above: ShareThreshold::default(),
-            plan_frames: true,
+            planning: Planning::Allowed,
             ambiguities: Ambiguities::default(),
             resources: false,
         }
@@ -356,7 +356,7 @@ mod tests {
         assert!(!replay.repeats(3, &[], options(), Some(build)));
         assert!(!replay.repeats(4, &["set".into()], options(), Some(build)));
         let timed_off = Options {
-            timed: false,
+            node_times: NodeTimes::Off,
             ..options()
         };
         assert!(!replay.repeats(4, &[], timed_off, Some(build)));

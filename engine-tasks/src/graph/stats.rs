@@ -49,7 +49,7 @@ pub struct NodeTiming {
 /// records are swapped in); times are converted when read. The critical
 /// path of a [`Planned`](FrameSharing::Planned) frame of a graph that
 /// measures its nodes (the default; see
-/// [`measure_nodes`](super::TaskGraphBuilder::measure_nodes)) is walked
+/// [`node_times`](super::TaskGraphBuilder::node_times)) is walked
 /// when first asked for; of any other frame, when the frame is recorded.
 ///
 /// For a frame-time overlay:

@@ -10,7 +10,7 @@ use super::{Runtime, SharingTrial, UNKNOWN};
 use crate::graph::builder::TaskGraphBuilder;
 use crate::graph::compile::Target;
 use crate::graph::shape::BuildId;
-use crate::graph::ReadyOrder;
+use crate::graph::{NodeTimes, Planning, ReadyOrder};
 use crate::lane::Lane;
 
 impl Runtime {
@@ -36,7 +36,7 @@ impl Runtime {
         // Planned frames need one lane for every node, none pinned, and
         // priorities to plan by.
         let first_lane = specs.first().map_or(Lane::FrameCritical, |s| s.lane);
-        self.plan_lane = (builder.plan_frames
+        self.plan_lane = (builder.planning == Planning::Allowed
             && self.order == ReadyOrder::CriticalPathFirst
             && specs.iter().all(|s| !s.pinned && s.lane == first_lane))
         .then_some(first_lane);
@@ -64,7 +64,7 @@ impl Runtime {
             Rebuild {
                 graph,
                 inline_successors: self.order == ReadyOrder::CriticalPathFirst,
-                timed: builder.timed,
+                timed: builder.node_times == NodeTimes::Measured,
                 lane: first_lane,
                 wakes: self.waking,
             },

@@ -8,7 +8,7 @@ use super::policy::{
 };
 use super::ShareThreshold;
 use crate::graph::TaskGraphBuilder;
-use crate::{FrameSharing, Lane, Pool, ReadyOrder, TaskGraph};
+use crate::{FrameSharing, Lane, Planning, Pool, ReadyOrder, TaskGraph};
 use std::time::Duration;
 
 /// Whether the next frame is shared follows the times of the nodes that
@@ -44,10 +44,10 @@ fn a_light_frame_after_a_slow_panic_runs_alone() {
 fn shared_frames_are_announced_only_while_they_run() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let handle = pool.handle();
-    for plan in [false, true] {
+    for planning in [Planning::Off, Planning::Allowed] {
         let mut b = TaskGraph::<()>::builder();
         b.share_above(Duration::ZERO, Duration::ZERO)
-            .plan_frames(plan);
+            .planning(planning);
         b.node("a", Lane::FrameCritical, |_| {});
         b.node("b", Lane::FrameCritical, |cx| {
             assert!(cx.frame() != 2, "a node panics in frame 2");
@@ -63,10 +63,10 @@ fn shared_frames_are_announced_only_while_they_run() {
                     graph.last_frame().sharing()
                 }
             };
-            let expected = match (frame, plan) {
+            let expected = match (frame, planning) {
                 (0, _) => FrameSharing::HandedOver,
-                (_, false) => FrameSharing::Shared,
-                (_, true) => FrameSharing::Planned,
+                (_, Planning::Off) => FrameSharing::Shared,
+                (_, Planning::Allowed) => FrameSharing::Planned,
             };
             assert_eq!(sharing, expected, "frame {frame}");
             assert!(!handle.shared().in_shared_frame(), "frame {frame}");
@@ -483,9 +483,9 @@ fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
 #[test]
 fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
     let pool = Pool::builder().threads(1).build().unwrap();
-    for plan in [false, true] {
+    for planning in [Planning::Off, Planning::Allowed] {
         let mut b = chain_builder(4, Duration::ZERO, Duration::ZERO, u64::MAX);
-        b.plan_frames(plan);
+        b.planning(planning);
         let mut graph = b.build().unwrap();
         let (mut last, mut unclear, mut skipped, mut planned) = (None, None, 0, 0);
         for frame in 0..3 * ESTIMATE_SETTLED_EVERY {
@@ -497,13 +497,14 @@ fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
             }
             let due = settled_due(frame, last, unclear);
             let updated = graph.runtime.estimated_after == Some(frame);
-            assert_eq!(updated, due, "frame {frame} ({sharing:?}, planned: {plan})");
+            assert_eq!(updated, due, "frame {frame} ({sharing:?}, {planning:?})");
             if due {
                 last = Some(frame);
             } else {
                 skipped += 1;
             }
         }
+        let plan = planning == Planning::Allowed;
         assert_eq!(planned > 0, plan, "{planned} frames planned");
         if plan {
             assert!(
