@@ -17,17 +17,28 @@
 //! wakes on its own timer before each tick and spins until the frame
 //! starts, as in `parallel_ceiling`.
 //!
+//! With a fourth argument `LINES` above 0, a fourth block runs the fixed
+//! schedule again, each node touching `LINES` more cache lines just
+//! before its work: one it writes (as a node's run record is written) and
+//! `LINES - 1` it reads (as a scheduler reads a node's record, closure and
+//! rows). Each line is one node's own, in an array of its own, and each
+//! array is visited in a shuffled order, so that no two nodes share a line
+//! and no stream of addresses gives the hardware prefetcher a pattern:
+//! what a scheduler's footprint per node costs a paced frame, with no
+//! other scheduling cost.
+//!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin paced_floor --
 //! [rate in Hz, default 60] [nanoseconds of work per node, default 1000]
-//! [rounds of three blocks, default 12]`. Prints the medians over all
-//! blocks, per node over the bound, and the engine's distance from the
-//! floor.
+//! [rounds of blocks, default 12] [LINES, default 0]`. Prints the medians
+//! over all blocks, per node over the bound, and the engine's distance
+//! from the floor.
 
 use engine_tasks::{NodeTimes, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, Pacer, Pacing,
     Work,
 };
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -41,6 +52,78 @@ const ENGINE_WARM_UP: usize = 12;
 /// How long before the tick the fixed schedule's helper wakes, to spin
 /// until the frame starts: more than a timer's usual lateness here.
 const HELPER_LEAD: Duration = Duration::from_micros(300);
+
+/// One node's line in a [`Footprint`] array.
+#[repr(align(64))]
+struct Line(AtomicU32);
+
+/// The lines each node touches before its work (module docs): `arrays[a][at[a][i]]`
+/// is node `i`'s line in array `a`; array 0 is written, the others read.
+struct Footprint {
+    arrays: Vec<Vec<Line>>,
+    at: Vec<Vec<usize>>,
+}
+
+impl Footprint {
+    fn new(lines: usize, nodes: usize) -> Self {
+        // A fixed xorshift seed: every run shuffles alike.
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut shuffled = || {
+            let mut order: Vec<usize> = (0..nodes).collect();
+            for i in (1..nodes).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            order
+        };
+        Footprint {
+            arrays: (0..lines)
+                .map(|_| (0..nodes).map(|_| Line(AtomicU32::new(0))).collect())
+                .collect(),
+            at: (0..lines).map(|_| shuffled()).collect(),
+        }
+    }
+
+    /// Writes node `i`'s line of the first array and reads its others.
+    fn touch(&self, i: usize, round: u64) {
+        let mut read = 0u32;
+        for (a, (array, at)) in self.arrays.iter().zip(&self.at).enumerate() {
+            let line = &array[at[i]].0;
+            // Relaxed, both: only the memory traffic matters.
+            if a == 0 {
+                line.store(round as u32, Ordering::Relaxed);
+            } else {
+                read = read.wrapping_add(line.load(Ordering::Relaxed));
+            }
+        }
+        std::hint::black_box(read);
+    }
+}
+
+/// [`run_list`], each node touching its lines of `footprint` first.
+fn run_list_touching(
+    list: &[usize],
+    deps: &[Vec<usize>],
+    done: &[AtomicU64],
+    round: u64,
+    work: Work,
+    footprint: &Footprint,
+) {
+    for &i in list {
+        for &d in &deps[i] {
+            // Acquire: pairs with the Release store of `d`'s thread.
+            while done[d].load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+            }
+        }
+        footprint.touch(i, round);
+        work.run();
+        // Release: publishes the node's work to its successors' threads.
+        done[i].store(round, Ordering::Release);
+    }
+}
 
 fn micros(time: Duration) -> f64 {
     time.as_secs_f64() * 1e6
@@ -66,6 +149,7 @@ impl FixedHelper {
         deps: Arc<Vec<Vec<usize>>>,
         done: Arc<Vec<AtomicU64>>,
         work: Work,
+        footprint: Option<Arc<Footprint>>,
     ) -> Self {
         let (ticks, rounds) = mpsc::channel::<(u64, Instant)>();
         let started = Arc::new(AtomicU64::new(0));
@@ -85,7 +169,12 @@ impl FixedHelper {
                     while started.load(Ordering::Acquire) != round {
                         std::hint::spin_loop();
                     }
-                    run_list(&list, &deps, &done, round, work);
+                    match &footprint {
+                        None => run_list(&list, &deps, &done, round, work),
+                        Some(lines) => {
+                            run_list_touching(&list, &deps, &done, round, work, lines);
+                        }
+                    }
                     let end = base.elapsed().as_nanos() as u64;
                     // Relaxed: published by the Release store below.
                     ended_at.store(end, Ordering::Relaxed);
@@ -109,7 +198,57 @@ impl FixedHelper {
 struct Frames {
     engine: Vec<f64>,
     fixed: Vec<f64>,
+    /// The fixed schedule touching the footprint's lines.
+    touching: Vec<f64>,
     sequential: Vec<f64>,
+}
+
+/// The fixed schedule's side of the frame's thread: its list, and the
+/// helper that runs the other.
+struct Fixed<'a> {
+    mine: &'a [usize],
+    deps: &'a [Vec<usize>],
+    done: &'a [AtomicU64],
+    work: Work,
+    period: Duration,
+    helper: FixedHelper,
+    footprint: Option<Arc<Footprint>>,
+}
+
+impl Fixed<'_> {
+    /// Runs a block of frames from round `*round + 1` on; pushes each
+    /// frame's time.
+    fn block(&self, round: &mut u64, times: &mut Vec<f64>) {
+        let helper = &self.helper;
+        let mut next = Instant::now();
+        for _ in 0..BLOCK {
+            *round += 1;
+            next = (next + self.period).max(Instant::now() + HELPER_LEAD);
+            helper
+                .ticks
+                .send((*round, next))
+                .expect("the helper thread runs");
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            let start = Instant::now();
+            // Release: pairs with the helper's Acquire load.
+            helper.started.store(*round, Ordering::Release);
+            match &self.footprint {
+                None => run_list(self.mine, self.deps, self.done, *round, self.work),
+                Some(lines) => {
+                    run_list_touching(self.mine, self.deps, self.done, *round, self.work, lines)
+                }
+            }
+            let mine_end = Instant::now();
+            // Acquire: pairs with the helper's Release store.
+            while helper.finished.load(Ordering::Acquire) != *round {
+                std::hint::spin_loop();
+            }
+            // Relaxed: ordered by the Acquire load above.
+            let theirs_end =
+                helper.base + Duration::from_nanos(helper.ended_at.load(Ordering::Relaxed));
+            times.push(micros(mine_end.max(theirs_end) - start));
+        }
+    }
 }
 
 fn main() {
@@ -122,7 +261,10 @@ fn main() {
         .map_or(1_000, |a| a.parse().expect("nanoseconds per node"));
     let rounds: usize = args
         .next()
-        .map_or(12, |a| a.parse().expect("rounds of three blocks"));
+        .map_or(12, |a| a.parse().expect("rounds of blocks"));
+    let lines: usize = args
+        .next()
+        .map_or(0, |a| a.parse().expect("lines a node touches"));
     let pacing = Pacing::from_hz(hz);
     let Pacing::Hz(_) = pacing else {
         panic!("paced_floor measures paced frames: give a rate above 0");
@@ -141,7 +283,23 @@ fn main() {
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let [mine, theirs] = greedy_two_thread_schedule(&deps);
     let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());
-    let helper = FixedHelper::spawn(theirs, deps.clone(), done.clone(), work);
+    let fixed_with = |footprint: Option<Arc<Footprint>>| Fixed {
+        mine: &mine,
+        deps: &deps,
+        done: &done,
+        work,
+        period,
+        helper: FixedHelper::spawn(
+            theirs.clone(),
+            deps.clone(),
+            done.clone(),
+            work,
+            footprint.clone(),
+        ),
+        footprint,
+    };
+    let plain = fixed_with(None);
+    let touching = (lines > 0).then(|| fixed_with(Some(Arc::new(Footprint::new(lines, nodes)))));
     let mut frames = Frames::default();
     let mut round = 0u64;
     for _ in 0..rounds {
@@ -154,28 +312,9 @@ fn main() {
                 frames.engine.push(micros(start.elapsed()));
             }
         }
-        let mut next = Instant::now();
-        for _ in 0..BLOCK {
-            round += 1;
-            next = (next + period).max(Instant::now() + HELPER_LEAD);
-            helper
-                .ticks
-                .send((round, next))
-                .expect("the helper thread runs");
-            std::thread::sleep(next.saturating_duration_since(Instant::now()));
-            let start = Instant::now();
-            // Release: pairs with the helper's Acquire load.
-            helper.started.store(round, Ordering::Release);
-            run_list(&mine, &deps, &done, round, work);
-            let mine_end = Instant::now();
-            // Acquire: pairs with the helper's Release store.
-            while helper.finished.load(Ordering::Acquire) != round {
-                std::hint::spin_loop();
-            }
-            // Relaxed: ordered by the Acquire load above.
-            let theirs_end =
-                helper.base + Duration::from_nanos(helper.ended_at.load(Ordering::Relaxed));
-            frames.fixed.push(micros(mine_end.max(theirs_end) - start));
+        plain.block(&mut round, &mut frames.fixed);
+        if let Some(touching) = &touching {
+            touching.block(&mut round, &mut frames.touching);
         }
         let mut pacer = Pacer::new(pacing);
         for _ in 0..BLOCK {
@@ -198,6 +337,17 @@ fn main() {
         fixed / bound,
         over(fixed)
     );
+    if lines > 0 {
+        let touched = median(frames.touching.clone());
+        // Each thread runs half the nodes: a line costs each node's thread
+        // twice what it adds per node to the frame.
+        println!(
+            "fixed, {lines:2} lines a node {touched:8.1} µs ({:.2}x, {:.0} ns a node over; {:.1} ns per line per node on its thread)",
+            touched / bound,
+            over(touched),
+            2.0 * (over(touched) - over(fixed)) / lines as f64
+        );
+    }
     println!(
         "engine-tasks           {engine:8.1} µs ({:.2}x, {:.0} ns a node over)",
         engine / bound,
