@@ -23,7 +23,7 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin compare`
 
 use bevy_ecs::schedule::MultiThreadedExecutor;
-use engine_tasks::{NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
     tokio_runtime, Pacing, RayonDag, TokioDag, Work,
@@ -57,12 +57,7 @@ fn main() {
     println!("|---|{}", "---|".repeat(RUNNERS.len()));
     for (label, nanos, pacing) in rows {
         let works = vec![Work::nanos(nanos); n];
-        let mut graph = graph_of(
-            &deps,
-            &works,
-            ReadyOrder::CriticalPathFirst,
-            NodeTimes::Measured,
-        );
+        let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
         let (mut world, mut schedule) = bevy_schedule(&deps, &works, MultiThreadedExecutor::new());
         let rayon_dag = RayonDag::new(&deps, &works);
         let tokio_dag = TokioDag::new(&deps, &works);

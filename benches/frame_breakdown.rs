@@ -34,7 +34,7 @@
 //! -- [nanoseconds of work per node, default 1000] [rate in Hz, 0 for back
 //! to back; default: 0, 30, 60 and 240 in turn]`
 
-use engine_tasks::{FrameStats, NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{FrameStats, NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
 };
@@ -122,12 +122,7 @@ fn run(nanos: u64, pacing: Pacing) {
     let deps = benchmark_dag();
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
-    let mut graph = graph_of(
-        &deps,
-        &works,
-        ReadyOrder::CriticalPathFirst,
-        NodeTimes::Measured,
-    );
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let (total, warm_up, every) = match pacing {
         Pacing::BackToBack => (FRAMES, WARM_UP, ANALYSE_EVERY),

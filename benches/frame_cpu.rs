@@ -31,7 +31,7 @@
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::MultiThreadedExecutor;
-use engine_tasks::{NodeTimes, Planning, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Planning, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_builder_of, medians_from_children, process_threads, thread_cpu_nanos_of,
     threads, Pacer, Pacing, Work,
@@ -129,12 +129,8 @@ fn measure(case: &str) -> [f64; 4] {
             let works = vec![work; deps.len()];
             // Queued: shared frames count releases and queue ready nodes
             // instead of walking a plan.
-            let mut builder = graph_builder_of(
-                &deps,
-                &works,
-                ReadyOrder::CriticalPathFirst,
-                NodeTimes::Measured,
-            );
+            let mut builder =
+                graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
             builder.planning(if peer == "engine-tasks" {
                 Planning::Allowed
             } else {

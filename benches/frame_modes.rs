@@ -9,7 +9,7 @@
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_modes`
 
-use engine_tasks::{NodeTimes, Planning, Pool, ReadyOrder, TaskGraph};
+use engine_tasks::{NodeClock, Planning, Pool, ReadyOrder, TaskGraph};
 use engine_tasks_benches::{benchmark_dag, graph_builder_of, threads, Pacer, Pacing, Work};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -29,12 +29,8 @@ fn main() {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in Pacing::ALL {
             let graph = |planning: Planning| -> TaskGraph<()> {
-                let mut builder = graph_builder_of(
-                    &deps,
-                    &work,
-                    ReadyOrder::CriticalPathFirst,
-                    NodeTimes::Measured,
-                );
+                let mut builder =
+                    graph_builder_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
                 builder.planning(planning);
                 builder.build().unwrap()
             };

@@ -44,7 +44,7 @@
 //! and 240 in turn]`
 
 use engine_tasks::TaskGraph;
-use engine_tasks::{NodeTimes, Planning, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Planning, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_builder_of, threads, GlobalQueueDag, GlobalQueuePool, Pacer, Pacing,
     RayonDag, Work,
@@ -141,7 +141,7 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-    let graph = |times: NodeTimes, planning: Planning| -> TaskGraph<()> {
+    let graph = |times: NodeClock, planning: Planning| -> TaskGraph<()> {
         let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, times);
         builder.planning(planning);
         builder.build().expect("a valid DAG")
@@ -155,10 +155,10 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
         "global queue",
     ];
     let mut graphs = [
-        graph(NodeTimes::Measured, Planning::Allowed),
-        graph(NodeTimes::Off, Planning::Allowed),
-        graph(NodeTimes::Measured, Planning::Off),
-        graph(NodeTimes::Off, Planning::Off),
+        graph(NodeClock::On, Planning::Allowed),
+        graph(NodeClock::Off, Planning::Allowed),
+        graph(NodeClock::On, Planning::Off),
+        graph(NodeClock::Off, Planning::Off),
     ];
     let rayon = rayon::ThreadPoolBuilder::new()
         .num_threads(threads())

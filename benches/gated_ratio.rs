@@ -32,7 +32,7 @@
 
 use bevy_ecs::schedule::SingleThreadedExecutor;
 use engine_tasks::graph::Resources;
-use engine_tasks::{FrameSharing, NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{FrameSharing, NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_of, init_bevy_pool,
     median, static_names, threads, GatedShared, Pacer, Pacing, Work,
@@ -70,7 +70,7 @@ fn main() {
     let work = vec![Work::nanos(nanos); deps.len()];
     init_bevy_pool(threads());
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-    let mut plain = graph_of(&deps, &work, ReadyOrder::default(), NodeTimes::Measured);
+    let mut plain = graph_of(&deps, &work, ReadyOrder::default(), NodeClock::On);
     let mut gated = gated_graph(&deps, &work, names);
     let mut resources = Resources::new();
     resources.insert(GatedShared(7));

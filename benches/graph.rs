@@ -12,7 +12,7 @@
 //!    halves on two threads: what the machine gives two threads for it,
 //!    to set beside the nominal bound of half the sequential time.
 //!    `engine-tasks-untimed` is the same graph built with
-//!    `node_times(NodeTimes::Off)`: no clock reads per node.
+//!    `node_clock(NodeClock::Off)`: no clock reads per node.
 //! 2. `dag256-paced/<work>/<rate>`: the same DAG paced as a game loop runs
 //!    it, at 30, 60 and 240 Hz: each frame is timed alone, then the runner
 //!    sleeps until the next tick, so every pool's threads park between
@@ -31,7 +31,7 @@ use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
-use engine_tasks::{NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, paced_times, threads,
     GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
@@ -57,12 +57,7 @@ fn dag256(c: &mut Criterion) {
         group.warm_up_time(Duration::from_secs(1));
         group.measurement_time(Duration::from_secs(3));
 
-        let mut graph = graph_of(
-            &deps,
-            &work,
-            ReadyOrder::CriticalPathFirst,
-            NodeTimes::Measured,
-        );
+        let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
         group.bench_function("engine-tasks", |b| {
             b.iter(|| {
                 graph.run(&pool, &()).unwrap();
@@ -70,7 +65,7 @@ fn dag256(c: &mut Criterion) {
         });
 
         // The same graph without per-node clock reads (no node times).
-        let mut untimed = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeTimes::Off);
+        let mut untimed = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::Off);
         group.bench_function("engine-tasks-untimed", |b| {
             b.iter(|| {
                 untimed.run(&pool, &()).unwrap();
@@ -137,7 +132,7 @@ fn skewed(c: &mut Criterion) {
         ("critical-path-first", ReadyOrder::CriticalPathFirst),
         ("fifo", ReadyOrder::Fifo),
     ] {
-        let mut graph = graph_of(&deps, &work, order, NodeTimes::Measured);
+        let mut graph = graph_of(&deps, &work, order, NodeClock::On);
         group.bench_function(BenchmarkId::new("engine-tasks", name), |b| {
             b.iter(|| {
                 graph.run(&pool, &()).unwrap();
@@ -168,12 +163,7 @@ fn dag256_paced(c: &mut Criterion) {
     let global = GlobalQueuePool::new(threads());
     for nanos in [0u64, 1_000, 20_000] {
         let work = vec![Work::nanos(nanos); n];
-        let mut graph = graph_of(
-            &deps,
-            &work,
-            ReadyOrder::CriticalPathFirst,
-            NodeTimes::Measured,
-        );
+        let mut graph = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
         let (mut world, mut schedule) = bevy_schedule(&deps, &work, MultiThreadedExecutor::new());
         let (mut single_world, mut single) =
             bevy_schedule(&deps, &work, SingleThreadedExecutor::new());

@@ -39,7 +39,7 @@ use bevy_ecs::schedule::{
 };
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use engine_tasks::graph::Resources;
-use engine_tasks::{Lane, NodeTimes, Planning, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
+use engine_tasks::{Lane, NodeClock, Planning, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_builder_of, graph_of,
     init_bevy_pool, paced_iters, paced_times, static_names, threads, GatedShared, NodeSet, Pacer,
@@ -117,12 +117,7 @@ fn rebuilt(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
             let mut group = group(c, "rebuilt", nanos, pacing);
-            let mut prebuilt = graph_of(
-                &deps,
-                &work,
-                ReadyOrder::CriticalPathFirst,
-                NodeTimes::Measured,
-            );
+            let mut prebuilt = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
             bench(&mut group, "prebuilt", pacing, || {
                 prebuilt.run(&pool, &()).unwrap();
             });
@@ -154,12 +149,7 @@ fn gated(c: &mut Criterion) {
         let work = vec![Work::nanos(nanos); deps.len()];
         for pacing in PACINGS {
             let mut group = group(c, "gated", nanos, pacing);
-            let mut plain = graph_of(
-                &deps,
-                &work,
-                ReadyOrder::CriticalPathFirst,
-                NodeTimes::Measured,
-            );
+            let mut plain = graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
             bench(&mut group, "plain", pacing, || {
                 plain.run(&pool, &()).unwrap();
             });
@@ -337,24 +327,15 @@ fn modes(c: &mut Criterion) {
         for pacing in PACINGS {
             let mut group = group(c, "modes", nanos, pacing);
             let held = |share: Duration, planning: Planning| {
-                let mut builder = graph_builder_of(
-                    &deps,
-                    &work,
-                    ReadyOrder::CriticalPathFirst,
-                    NodeTimes::Measured,
-                );
+                let mut builder =
+                    graph_builder_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On);
                 builder.share_above(share, share).planning(planning);
                 builder.build().unwrap()
             };
             let mut graphs = [
                 (
                     "default",
-                    graph_of(
-                        &deps,
-                        &work,
-                        ReadyOrder::CriticalPathFirst,
-                        NodeTimes::Measured,
-                    ),
+                    graph_of(&deps, &work, ReadyOrder::CriticalPathFirst, NodeClock::On),
                 ),
                 ("alone", held(never, Planning::Allowed)),
                 ("queued", held(Duration::ZERO, Planning::Off)),

@@ -1,7 +1,7 @@
 //! Shared pieces of the benchmarks: the baseline global-queue pool and the
 //! thread count every peer gets.
 
-use engine_tasks::{Lane, NodeTimes, ReadyOrder, TaskGraph, TaskGraphBuilder};
+use engine_tasks::{Lane, NodeClock, ReadyOrder, TaskGraph, TaskGraphBuilder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -216,7 +216,7 @@ pub fn graph_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    times: NodeTimes,
+    times: NodeClock,
 ) -> TaskGraph<()> {
     graph_builder_of(deps, work, order, times)
         .build()
@@ -228,10 +228,10 @@ pub fn graph_builder_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    times: NodeTimes,
+    times: NodeClock,
 ) -> TaskGraphBuilder<()> {
     let mut b = TaskGraph::<()>::builder();
-    b.ready_order(order).node_times(times);
+    b.ready_order(order).node_clock(times);
     for (i, d) in deps.iter().enumerate() {
         let w = work[i];
         b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())

@@ -8,7 +8,8 @@
 //! different stretches. Here they take turns in blocks of frames, paced
 //! alike: a block of engine-tasks frames, a block of fixed-schedule frames,
 //! a block of the sequential loop (the bound: half its time), and again,
-//! so that each stretch of the machine weighs on all three.
+//! so that each stretch of the machine weighs on all three (on all four
+//! with the footprint block below, which runs after the fixed schedule's).
 //!
 //! The first frames of each engine block are left out: after a block of
 //! other work the pool's forecast of the loop starts over, and its first
@@ -21,11 +22,13 @@
 //! schedule again, each node touching `LINES` more cache lines just
 //! before its work: one it writes (as a node's run record is written) and
 //! `LINES - 1` it reads (as a scheduler reads a node's record, closure and
-//! rows). Each line is one node's own, in an array of its own, and each
-//! array is visited in a shuffled order, so that no two nodes share a line
-//! and no stream of addresses gives the hardware prefetcher a pattern:
-//! what a scheduler's footprint per node costs a paced frame, with no
-//! other scheduling cost.
+//! rows). Each line is one node's own, alone in a 128-byte slot of an
+//! array of its own, and each array is visited in a shuffled order, so
+//! that no two nodes share a line or a line pair, and the addresses form
+//! no stream: what a scheduler's footprint per node costs a paced frame,
+//! with no other scheduling cost. The reads are independent of each
+//! other, so their misses overlap; a scheduler whose loads depend on
+//! each other (a node, then its closure) pays more per line.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin paced_floor --
 //! [rate in Hz, default 60] [nanoseconds of work per node, default 1000]
@@ -33,7 +36,7 @@
 //! over all blocks, per node over the bound, and the engine's distance
 //! from the floor.
 
-use engine_tasks::{NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, Pacer, Pacing,
     Work,
@@ -53,8 +56,10 @@ const ENGINE_WARM_UP: usize = 12;
 /// until the frame starts: more than a timer's usual lateness here.
 const HELPER_LEAD: Duration = Duration::from_micros(300);
 
-/// One node's line in a [`Footprint`] array.
-#[repr(align(64))]
+/// One node's line in a [`Footprint`] array: 128 bytes, so that the
+/// pair of 64-byte lines that x86's adjacent-line prefetcher fetches
+/// together holds no other node's line.
+#[repr(align(128))]
 struct Line(AtomicU32);
 
 /// The lines each node touches before its work (module docs): `arrays[a][at[a][i]]`
@@ -274,12 +279,7 @@ fn main() {
     let deps = Arc::new(benchmark_dag());
     let nodes = deps.len();
     let works = vec![work; nodes];
-    let mut graph = graph_of(
-        &deps,
-        &works,
-        ReadyOrder::CriticalPathFirst,
-        NodeTimes::Measured,
-    );
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let [mine, theirs] = greedy_two_thread_schedule(&deps);
     let done: Arc<Vec<AtomicU64>> = Arc::new(deps.iter().map(|_| AtomicU64::new(0)).collect());

@@ -20,7 +20,7 @@
 //! -- [nanoseconds of work per node, default: 0 1000 20000]`
 
 use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
-use engine_tasks::{NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
     GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag, Work,
@@ -74,13 +74,8 @@ fn main() {
     println!("(bound: max(critical path, work / {threads}), node time from `sequential`)\n");
     for nanos in sizes {
         let works = vec![Work::nanos(nanos); n];
-        let mut timed = graph_of(
-            &deps,
-            &works,
-            ReadyOrder::CriticalPathFirst,
-            NodeTimes::Measured,
-        );
-        let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeTimes::Off);
+        let mut timed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
+        let mut untimed = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::Off);
         let (mut world, mut schedule) = bevy_schedule(&deps, &works, MultiThreadedExecutor::new());
         let (mut single_world, mut single) =
             bevy_schedule(&deps, &works, SingleThreadedExecutor::new());

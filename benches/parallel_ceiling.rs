@@ -44,7 +44,7 @@
 //! Usage: `cargo run --release -p engine-tasks-benches --bin parallel_ceiling`
 //! Prints, per work size, the medians over 201 rounds and their ratio.
 
-use engine_tasks::{NodeTimes, Pool, ReadyOrder};
+use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, GlobalQueueDag,
     GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
@@ -302,7 +302,7 @@ fn median_frame_at(pacing: Pacing, mut frame: impl FnMut()) -> f64 {
 
 /// The DAG as an engine-tasks graph at `pacing`; median microseconds per
 /// frame.
-fn engine_tasks_dag(pool: &Pool, work: Work, times: NodeTimes, pacing: Pacing) -> f64 {
+fn engine_tasks_dag(pool: &Pool, work: Work, times: NodeClock, pacing: Pacing) -> f64 {
     let deps = benchmark_dag();
     let works = vec![work; deps.len()];
     let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, times);
@@ -359,8 +359,8 @@ fn main() {
         let two = two_threads(work);
         let over = |time: f64| (time - one / 2.0) * 1000.0 / NODES as f64;
         let dag = fixed_dag(work);
-        let timed = engine_tasks_dag(&pool, work, NodeTimes::Measured, Pacing::BackToBack);
-        let untimed = engine_tasks_dag(&pool, work, NodeTimes::Off, Pacing::BackToBack);
+        let timed = engine_tasks_dag(&pool, work, NodeClock::On, Pacing::BackToBack);
+        let untimed = engine_tasks_dag(&pool, work, NodeClock::Off, Pacing::BackToBack);
         let [rayon, global] = peer_dags(&peers, work, Pacing::BackToBack);
         println!(
             "{:>5} ns {:>10.1} {:>11.1} {:>7.2}x {:>9.1} ({:>4.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0}) {:>14.1} ({:>5.0})",
@@ -392,8 +392,8 @@ fn main() {
             let one = median_frame_at(pacing, || (0..NODES).for_each(|_| work.run()));
             let two = two_threads_paced(work, pacing);
             let dag = fixed_dag_paced(work, pacing);
-            let timed = engine_tasks_dag(&pool, work, NodeTimes::Measured, pacing);
-            let untimed = engine_tasks_dag(&pool, work, NodeTimes::Off, pacing);
+            let timed = engine_tasks_dag(&pool, work, NodeClock::On, pacing);
+            let untimed = engine_tasks_dag(&pool, work, NodeClock::Off, pacing);
             let [rayon, global] = peer_dags(&peers, work, pacing);
             let ratio = |time: f64| time / (one / 2.0);
             row.push_str(&format!(

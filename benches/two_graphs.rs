@@ -13,7 +13,7 @@
 //! [µs of game code between the graphs, default 0] [rate in Hz, default 60]
 //! [nanoseconds of work per node, default 1000] [ticks, default 400]`.
 
-use engine_tasks::{NodeTimes, Pool, ReadyOrder, ThreadStats};
+use engine_tasks::{NodeClock, Pool, ReadyOrder, ThreadStats};
 use engine_tasks_benches::{benchmark_dag, graph_of, median, threads, Pacer, Pacing, Work};
 use std::time::{Duration, Instant};
 
@@ -48,18 +48,8 @@ fn main() {
     };
     let deps = benchmark_dag();
     let works = vec![Work::nanos(nanos); deps.len()];
-    let mut first = graph_of(
-        &deps,
-        &works,
-        ReadyOrder::CriticalPathFirst,
-        NodeTimes::Measured,
-    );
-    let mut second = graph_of(
-        &deps,
-        &works,
-        ReadyOrder::CriticalPathFirst,
-        NodeTimes::Measured,
-    );
+    let mut first = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
+    let mut second = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, NodeClock::On);
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
     let mut pacer = Pacer::new(pacing);
     let (mut first_walls, mut second_walls) = (Vec::new(), Vec::new());

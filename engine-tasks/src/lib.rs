@@ -95,7 +95,7 @@ pub use {
         BlockingPoolHandle, BlockingTask,
     },
     graph::{
-        FrameError, FrameSharing, FrameStats, GraphError, NodeContext, NodePanic, NodeTimes,
+        FrameError, FrameSharing, FrameStats, GraphError, NodeClock, NodeContext, NodePanic,
         Planning, ReadyOrder, TaskGraph, TaskGraphBuilder,
     },
     pool::{

@@ -3,8 +3,8 @@
 
 use engine_tasks::graph::NodeOutcome;
 use engine_tasks::{
-    FrameError, FrameSharing, FrameStats, GraphError, Lane, Planning, Pool, ReadyOrder, TaskGraph,
-    TaskGraphBuilder,
+    FrameError, FrameSharing, FrameStats, GraphError, Lane, NodeClock, Planning, Pool, ReadyOrder,
+    TaskGraph, TaskGraphBuilder,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1386,4 +1386,54 @@ fn frame_data_of_any_type_reaches_nodes_and_conditions() {
         graph.run(&pool, &View { values: &values }).unwrap();
     }
     assert_eq!(total.load(Ordering::Relaxed), 18);
+}
+
+/// An unclocked graph (`NodeClock::Off`) reports every node with a zero
+/// start and duration, and no busy time, in every kind of frame: run
+/// alone (which still reads the clock now and then to decide on a hand
+/// over), handed over, shared by queues and planned.
+#[test]
+fn an_unclocked_graph_reports_zero_times_in_every_kind_of_frame() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut seen = Vec::new();
+    for (threshold, planning) in [
+        (Duration::MAX, Planning::Allowed),
+        (Duration::ZERO, Planning::Off),
+        (Duration::ZERO, Planning::Allowed),
+    ] {
+        let mut b = TaskGraph::<()>::builder();
+        b.share_above(threshold, threshold)
+            .planning(planning)
+            .node_clock(NodeClock::Off);
+        for layer in 0..4 {
+            for i in 0..8 {
+                let node = b.node(format!("n{layer}_{i}"), Lane::FrameCritical, |_| {
+                    std::hint::black_box((0..2_000u64).sum::<u64>());
+                });
+                if layer > 0 {
+                    node.after([format!("n{}_{i}", layer - 1)]);
+                }
+            }
+        }
+        let mut graph = b.build().unwrap();
+        for frame in 0..6 {
+            let stats = graph.run(&pool, &()).unwrap();
+            seen.push(stats.sharing());
+            assert_eq!(stats.nodes().len(), 32);
+            for (i, node) in stats.nodes().enumerate() {
+                assert_eq!(node.outcome, NodeOutcome::Ran, "node {i}, frame {frame}");
+                assert_eq!(node.start, Duration::ZERO, "node {i}, frame {frame}");
+                assert_eq!(node.duration, Duration::ZERO, "node {i}, frame {frame}");
+            }
+            assert_eq!(stats.total_work(), Duration::ZERO);
+        }
+    }
+    for sharing in [
+        FrameSharing::Alone,
+        FrameSharing::HandedOver,
+        FrameSharing::Shared,
+        FrameSharing::Planned,
+    ] {
+        assert!(seen.contains(&sharing), "{sharing:?} among {seen:?}");
+    }
 }

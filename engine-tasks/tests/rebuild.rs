@@ -8,7 +8,7 @@
 
 use engine_tasks::graph::{AccessId, NodeOutcome};
 use engine_tasks::{
-    GraphError, Lane, NodeContext, NodeTimes, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder,
+    GraphError, Lane, NodeClock, NodeContext, Pool, ReadyOrder, TaskGraph, TaskGraphBuilder,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -232,7 +232,7 @@ fn fill(builder: &mut TaskGraphBuilder<Log>, desc: &Desc) {
     // time earlier frames took) would run by lane, not in one order.
     builder
         .ready_order(order)
-        .node_times(NodeTimes::Off)
+        .node_clock(NodeClock::Off)
         .share_above(Duration::MAX, Duration::MAX);
     for node in &desc.nodes {
         let name = node.name;

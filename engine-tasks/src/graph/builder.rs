@@ -10,7 +10,7 @@ use super::context::Context;
 use super::recycle::BoxMemory;
 use super::runtime::{Runtime, ShareThreshold};
 use super::shape::{BuildId, Inputs, Options, Replay};
-use super::{GraphError, NodeContext, NodeTimes, Planning, ReadyOrder, TaskGraph};
+use super::{GraphError, NodeClock, NodeContext, Planning, ReadyOrder, TaskGraph};
 use crate::lane::Lane;
 use std::any::{type_name, TypeId};
 use std::borrow::Cow;
@@ -107,7 +107,7 @@ pub struct TaskGraphBuilder<C: ?Sized> {
     /// Invariant in `C`, as the graph it builds ([`TaskGraph`]'s field).
     data: PhantomData<fn(&C) -> &C>,
     pub(super) order: ReadyOrder,
-    pub(super) node_times: NodeTimes,
+    pub(super) node_clock: NodeClock,
     pub(super) share_above: ShareThreshold,
     pub(super) planning: Planning,
     pub(super) ambiguities: Ambiguities,
@@ -133,7 +133,7 @@ impl<C: ?Sized + Sync> Default for TaskGraphBuilder<C> {
             resources_of: None,
             data: PhantomData,
             order: ReadyOrder::default(),
-            node_times: NodeTimes::Measured,
+            node_clock: NodeClock::On,
             share_above: ShareThreshold::default(),
             planning: Planning::Allowed,
             ambiguities: Ambiguities::default(),
@@ -304,7 +304,7 @@ impl<C: ?Sized> TaskGraphBuilder<C> {
     pub(super) fn options(&self) -> Options {
         Options {
             order: self.order,
-            node_times: self.node_times,
+            node_clock: self.node_clock,
             share_above: self.share_above,
             planning: self.planning,
             ambiguities: self.ambiguities,
@@ -462,19 +462,19 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
         self
     }
 
-    /// Whether to time every node (default: [`NodeTimes::Measured`]).
-    /// Timing costs one clock read per node, two for a node taken from a
-    /// queue; with [`NodeTimes::Off`], [`FrameStats`](super::FrameStats) has
+    /// Whether to time every node (default: [`NodeClock::On`]). Timing
+    /// costs up to one clock read per node, two for a node taken from a
+    /// queue; with [`NodeClock::Off`], [`FrameStats`](super::FrameStats) has
     /// no node durations or thread busy times, and critical-path-first ranks
-    /// nodes by the number of nodes after them.
+    /// nodes by the longest chain of nodes after them (see [`NodeClock`]).
     ///
     /// ```
-    /// use engine_tasks::{Lane, NodeTimes, Pool, TaskGraph};
+    /// use engine_tasks::{Lane, NodeClock, Pool, TaskGraph};
     /// use std::time::Duration;
     ///
     /// let mut builder = TaskGraph::<()>::builder();
     /// builder.node("particles", Lane::Normal, |_| {});
-    /// builder.node_times(NodeTimes::Off); // a shipping build without the profiler
+    /// builder.node_clock(NodeClock::Off); // a shipping build without the profiler
     /// let mut graph = builder.build().unwrap();
     ///
     /// let pool = Pool::builder().threads(1).build().unwrap();
@@ -482,8 +482,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(stats.total_work(), Duration::ZERO);
     /// assert_eq!(stats.nodes().len(), 1);
     /// ```
-    pub fn node_times(&mut self, times: NodeTimes) -> &mut Self {
-        self.node_times = times;
+    pub fn node_clock(&mut self, times: NodeClock) -> &mut Self {
+        self.node_clock = times;
         self
     }
 

@@ -199,17 +199,21 @@ pub enum ReadyOrder {
 }
 
 /// Whether a graph reads the clock around its nodes
-/// ([`TaskGraphBuilder::node_times`]).
+/// ([`TaskGraphBuilder::node_clock`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum NodeTimes {
-    /// Every node is timed: [`FrameStats`] has each node's start and
-    /// duration and each thread's busy time, and critical-path-first ranks
-    /// nodes by their measured chains of work.
+pub enum NodeClock {
+    /// Every node is timed: each [`NodeTiming`] in [`FrameStats`] has the
+    /// node's start and duration (a light node in a frame run alone, timed
+    /// with the light nodes run next to it, gets an equal share of their
+    /// time), the statistics have each thread's busy time, and
+    /// critical-path-first ranks nodes by their measured chains of work.
     #[default]
-    Measured,
-    /// No clock reads per node: [`FrameStats`] has no node durations or
-    /// busy times, and critical-path-first ranks nodes by the number of
-    /// nodes after them.
+    On,
+    /// No clock read per node: every [`NodeTiming`]'s start and duration
+    /// are zero, the statistics have no busy times, and critical-path-first
+    /// ranks nodes by the longest chain of nodes after them. A frame run
+    /// alone still reads the clock every 32 nodes (after every node in the
+    /// graph's first frame), to decide whether to hand the rest over.
     Off,
 }
 
@@ -220,7 +224,8 @@ pub enum NodeTimes {
 pub enum Planning {
     /// Shared frames run by a plan when the graph allows it
     /// (critical-path-first order, no pinned nodes, one lane for every
-    /// node); others queue their nodes.
+    /// node) and another thread of the pool can walk a list; others queue
+    /// their nodes.
     #[default]
     Allowed,
     /// Shared frames always queue their nodes.

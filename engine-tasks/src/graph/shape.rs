@@ -29,7 +29,7 @@
 use super::access::Access;
 use super::builder::{Ambiguities, Name, NodeSpec, Owner, Relation};
 use super::runtime::ShareThreshold;
-use super::{NodeTimes, Planning, ReadyOrder};
+use super::{NodeClock, Planning, ReadyOrder};
 use crate::lane::Lane;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Copy, Clone, PartialEq)]
 pub(super) struct Options {
     pub(super) order: ReadyOrder,
-    pub(super) node_times: NodeTimes,
+    pub(super) node_clock: NodeClock,
     pub(super) share_above: ShareThreshold,
     pub(super) planning: Planning,
     pub(super) ambiguities: Ambiguities,
@@ -303,13 +303,13 @@ mod tests {
     use super::{Inputs, Options, Replay};
     use crate::graph::builder::{Ambiguities, NodeSpec, Owner, Relation};
     use crate::graph::runtime::ShareThreshold;
-    use crate::graph::{NodeTimes, Planning, ReadyOrder};
+    use crate::graph::{NodeClock, Planning, ReadyOrder};
     use crate::lane::Lane;
 
     fn options() -> Options {
         Options {
             order: ReadyOrder::Fifo,
-            node_times: NodeTimes::Measured,
+            node_clock: NodeClock::On,
             share_above: ShareThreshold::default(),
             planning: Planning::Allowed,
             ambiguities: Ambiguities::default(),
@@ -356,7 +356,7 @@ mod tests {
         assert!(!replay.repeats(3, &[], options(), Some(build)));
         assert!(!replay.repeats(4, &["set".into()], options(), Some(build)));
         let timed_off = Options {
-            node_times: NodeTimes::Off,
+            node_clock: NodeClock::Off,
             ..options()
         };
         assert!(!replay.repeats(4, &[], timed_off, Some(build)));

@@ -49,7 +49,7 @@ pub struct NodeTiming {
 /// records are swapped in); times are converted when read. The critical
 /// path of a [`Planned`](FrameSharing::Planned) frame of a graph that
 /// measures its nodes (the default; see
-/// [`node_times`](super::TaskGraphBuilder::node_times)) is walked
+/// [`node_clock`](super::TaskGraphBuilder::node_clock)) is walked
 /// when first asked for; of any other frame, when the frame is recorded.
 ///
 /// For a frame-time overlay:

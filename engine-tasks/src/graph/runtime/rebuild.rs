@@ -10,7 +10,7 @@ use super::{Runtime, SharingTrial, UNKNOWN};
 use crate::graph::builder::TaskGraphBuilder;
 use crate::graph::compile::Target;
 use crate::graph::shape::BuildId;
-use crate::graph::{NodeTimes, Planning, ReadyOrder};
+use crate::graph::{NodeClock, Planning, ReadyOrder};
 use crate::lane::Lane;
 
 impl Runtime {
@@ -64,7 +64,7 @@ impl Runtime {
             Rebuild {
                 graph,
                 inline_successors: self.order == ReadyOrder::CriticalPathFirst,
-                timed: builder.node_times == NodeTimes::Measured,
+                timed: builder.node_clock == NodeClock::On,
                 lane: first_lane,
                 wakes: self.waking,
             },
