@@ -65,6 +65,28 @@ const SHARE_ABOVE: (Duration, Duration) = (Duration::from_micros(100), Duration:
 /// Shares every frame (the first from its third node on).
 const SHARE_ALWAYS: (Duration, Duration) = (Duration::ZERO, Duration::ZERO);
 
+/// The sharing thresholds and planning that give every kind of frame: a
+/// threshold out of reach runs every frame alone; zero ones hand the first
+/// frame over after its second node and share the rest, by queues or by
+/// plan.
+const EVERY_KIND_OF_FRAME: [(Duration, Planning); 3] = [
+    (Duration::MAX, Planning::Allowed),
+    (Duration::ZERO, Planning::Off),
+    (Duration::ZERO, Planning::Allowed),
+];
+
+/// Panics unless `seen` holds every kind of frame.
+fn assert_every_kind_of_frame_in(seen: &[FrameSharing]) {
+    for sharing in [
+        FrameSharing::Alone,
+        FrameSharing::HandedOver,
+        FrameSharing::Shared,
+        FrameSharing::Planned,
+    ] {
+        assert!(seen.contains(&sharing), "{sharing:?} among {seen:?}");
+    }
+}
+
 /// The body of node `i`: spins `spin_nanos`, notes the thread that ran it
 /// (a `pinned` node must run on the frame's), counts the run and records
 /// when it finished.
@@ -445,14 +467,9 @@ const GAME: [(&str, &[&str]); 6] = [
 fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
     let pool = Pool::builder().threads(2).build().unwrap();
     let mut sharing_seen = Vec::new();
-    // Thresholds out of reach run every frame alone (a panic can take
-    // long enough to pass the default ones); zero ones hand the first frame
-    // over after its second node and share the rest, by queues or by plan.
-    for (threshold, planning) in [
-        (Duration::MAX, Planning::Allowed),
-        (Duration::ZERO, Planning::Off),
-        (Duration::ZERO, Planning::Allowed),
-    ] {
+    // A threshold out of reach, not the default one: a panic can take long
+    // enough to pass the default.
+    for (threshold, planning) in EVERY_KIND_OF_FRAME {
         let ran = Arc::new(Mutex::new(Vec::<&'static str>::new()));
         let mut b = TaskGraph::<AtomicBool>::builder();
         b.share_above(threshold, threshold).planning(planning);
@@ -507,14 +524,7 @@ fn a_panic_skips_dependents_reports_them_and_the_next_frame_is_normal() {
             assert_eq!(outcomes, [Ran, Panicked, Skipped, Skipped, Ran, Ran]);
         }
     }
-    for sharing in [
-        FrameSharing::Alone,
-        FrameSharing::HandedOver,
-        FrameSharing::Shared,
-        FrameSharing::Planned,
-    ] {
-        assert!(sharing_seen.contains(&sharing), "{sharing_seen:?}");
-    }
+    assert_every_kind_of_frame_in(&sharing_seen);
 }
 
 /// A node that panics after the frame was handed over, in the shared part:
@@ -1396,11 +1406,7 @@ fn frame_data_of_any_type_reaches_nodes_and_conditions() {
 fn an_unclocked_graph_reports_zero_times_in_every_kind_of_frame() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let mut seen = Vec::new();
-    for (threshold, planning) in [
-        (Duration::MAX, Planning::Allowed),
-        (Duration::ZERO, Planning::Off),
-        (Duration::ZERO, Planning::Allowed),
-    ] {
+    for (threshold, planning) in EVERY_KIND_OF_FRAME {
         let mut b = TaskGraph::<()>::builder();
         b.share_above(threshold, threshold)
             .planning(planning)
@@ -1428,12 +1434,5 @@ fn an_unclocked_graph_reports_zero_times_in_every_kind_of_frame() {
             assert_eq!(stats.total_work(), Duration::ZERO);
         }
     }
-    for sharing in [
-        FrameSharing::Alone,
-        FrameSharing::HandedOver,
-        FrameSharing::Shared,
-        FrameSharing::Planned,
-    ] {
-        assert!(seen.contains(&sharing), "{sharing:?} among {seen:?}");
-    }
+    assert_every_kind_of_frame_in(&seen);
 }
