@@ -141,8 +141,8 @@ fn run(nanos: u64, rounds: usize, pacing: Pacing) {
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
     let pool = Pool::builder().threads(threads() - 1).build().unwrap();
-    let graph = |times: NodeClock, planning: Planning| -> TaskGraph<()> {
-        let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, times);
+    let graph = |clock: NodeClock, planning: Planning| -> TaskGraph<()> {
+        let mut builder = graph_builder_of(&deps, &works, ReadyOrder::CriticalPathFirst, clock);
         builder.planning(planning);
         builder.build().expect("a valid DAG")
     };

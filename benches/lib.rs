@@ -216,9 +216,9 @@ pub fn graph_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    times: NodeClock,
+    clock: NodeClock,
 ) -> TaskGraph<()> {
-    graph_builder_of(deps, work, order, times)
+    graph_builder_of(deps, work, order, clock)
         .build()
         .expect("a valid DAG")
 }
@@ -228,10 +228,10 @@ pub fn graph_builder_of(
     deps: &[Vec<usize>],
     work: &[Work],
     order: ReadyOrder,
-    times: NodeClock,
+    clock: NodeClock,
 ) -> TaskGraphBuilder<()> {
     let mut b = TaskGraph::<()>::builder();
-    b.ready_order(order).node_clock(times);
+    b.ready_order(order).node_clock(clock);
     for (i, d) in deps.iter().enumerate() {
         let w = work[i];
         b.node(format!("n{i}"), Lane::FrameCritical, move |_| w.run())

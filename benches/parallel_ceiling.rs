@@ -302,10 +302,10 @@ fn median_frame_at(pacing: Pacing, mut frame: impl FnMut()) -> f64 {
 
 /// The DAG as an engine-tasks graph at `pacing`; median microseconds per
 /// frame.
-fn engine_tasks_dag(pool: &Pool, work: Work, times: NodeClock, pacing: Pacing) -> f64 {
+fn engine_tasks_dag(pool: &Pool, work: Work, clock: NodeClock, pacing: Pacing) -> f64 {
     let deps = benchmark_dag();
     let works = vec![work; deps.len()];
-    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, times);
+    let mut graph = graph_of(&deps, &works, ReadyOrder::CriticalPathFirst, clock);
     median_frame_at(pacing, || {
         graph.run(pool, &()).unwrap();
     })

@@ -482,8 +482,8 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// assert_eq!(stats.total_work(), Duration::ZERO);
     /// assert_eq!(stats.nodes().len(), 1);
     /// ```
-    pub fn node_clock(&mut self, times: NodeClock) -> &mut Self {
-        self.node_clock = times;
+    pub fn node_clock(&mut self, clock: NodeClock) -> &mut Self {
+        self.node_clock = clock;
         self
     }
 
