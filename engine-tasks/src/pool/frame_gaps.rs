@@ -14,7 +14,7 @@
 //! 60 Hz) found that wake-up paid by the second graph's thread (9–46 µs
 //! to queue its helper, the steering and the futex wake included) and its
 //! worker starting 20–80 µs late: frames 44 µs longer than the first
-//! graph's (`docs/performance.md`).
+//! graph's (`docs/performance/paced-ticks-and-nodes.md`).
 //!
 //! So the pool numbers the frames' ends and keeps, for each of the last
 //! [`GAP_SLOTS`] ends, the gap until the next frame began (of any graph).
@@ -34,7 +34,7 @@
 //! (`early_wake.rs`), the second graph's frames took 141–147 µs against
 //! 177–183 µs before, in three alternating runs of each build (the first
 //! graph's 154–166 µs against 149–231), and the worker parked 1.04–1.14
-//! times a tick instead of 2.1 (`docs/performance.md`).
+//! times a tick instead of 2.1 (`docs/performance/paced-ticks-and-nodes.md`).
 //!
 //! Everything here is a hint in relaxed atomics: a gap lost to a race, or
 //! to more than [`GAP_SLOTS`] ends since, costs one frame's choice of

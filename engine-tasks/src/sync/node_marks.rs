@@ -37,7 +37,7 @@
 //! separate lines ended 1 µs frames of the 256-node benchmark graph
 //! 4.8-6.0 µs sooner back to back and 2.6-3.7 µs sooner at 60 Hz, in
 //! in-process A/B runs (the layout chosen at random per frame;
-//! `docs/performance.md`).
+//! `docs/performance/paced-cold-start.md`).
 
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::fence;

@@ -20,8 +20,8 @@
 //! and the worker's own first steps of the frame run warm. (An earlier
 //! attempt had the frame's thread prefetch 58 KiB of the engine's code
 //! itself, at the frame's start: those frames got slower, see
-//! `docs/performance.md`. Ahead of the frame, from the other core, the
-//! warming does pay.)
+//! `docs/performance/paced-frames.md`. Ahead of the frame, from the other core,
+//! the warming does pay.)
 //!
 //! Which code: on Linux, the two sections of the frame's code (below),
 //! the shared frames' first. Elsewhere the compiler decides where
@@ -60,9 +60,9 @@
 //! on the development VM is still quicker than from memory; a worker that
 //! wakes late may warm a line the frame's thread is writing, and costs it
 //! that transfer. Frames ended a median of 0.7 µs sooner for it
-//! (in-process A/B runs on the development VM, `docs/performance.md`).
-//! The guest slot's lines are warmed even when the frame's thread is a
-//! pool worker, which does not use them.
+//! (in-process A/B runs on the development VM,
+//! `docs/performance/paced-frames.md`). The guest slot's lines are warmed even
+//! when the frame's thread is a pool worker, which does not use them.
 //!
 //! # The frame's code in one place
 //!
@@ -72,7 +72,7 @@
 //! those lines are on. A one-node frame run alone at 60 Hz ran about 2,600
 //! instructions on 276 lines of code spread over 28 pages, and took about
 //! 22 µs where it takes 1.3 back to back (a trace under Valgrind's
-//! `lackey`, and a temporary probe; `docs/performance.md`).
+//! `lackey`, and a temporary probe; `docs/performance/paced-cold-start.md`).
 //!
 //! So on Linux the functions a frame runs from its entry to its return
 //! (the runtime's, the statistics', the pool's frame bookkeeping and its

@@ -497,10 +497,10 @@ impl Shared {
     /// ahead (`prefetch_ahead`) do not cover these: a dependency's state is
     /// written late, by whichever thread runs it, and in the development
     /// VM's slow stretches lines fetched that early seemed lost again
-    /// before use (`docs/performance.md`). Frames back to back need it too:
-    /// a dependency that ran on the other core left its finish mark's line
-    /// there, in this frame, and the check after the running node then
-    /// waits for it.
+    /// before use (`docs/performance/paced-frames.md`). Frames back to back
+    /// need it too: a dependency that ran on the other core left its finish
+    /// mark's line there, in this frame, and the check after the running node
+    /// then waits for it.
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn prefetch_turn(&self, index: u32) {

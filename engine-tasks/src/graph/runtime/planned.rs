@@ -18,7 +18,7 @@
 //! data cold, while an early-woken worker does not: in `paced_floor` runs
 //! (60 Hz, 1 µs a node, taking turns with the build before) the engine's
 //! median distance from the fixed schedule fell from 124 to 108 ns a node
-//! (`docs/performance.md`).
+//! (`docs/performance/paced-cold-start.md`).
 //! The frame's thread claims its slot in the pool before it queues the
 //! helpers (`worker::claim_slot`), and a thread that would get none (the pool's
 //! guest slot held by another outside thread) runs its frame queued
@@ -38,9 +38,9 @@
 //! on the 2-core development VM (the 256-node graph of `benches/graph.rs`,
 //! 1 µs a node, 60 Hz, the order chosen at random per frame) ended frames
 //! a median of 0.8 µs sooner over eight runs, seven of them sooner
-//! (`docs/performance.md`). Why is not settled. On x86 the claim's swap is
-//! a locked instruction, which waits until the core's earlier stores are
-//! out, and the finish mark's line is often held by the other core; but an
+//! (`docs/performance/paced-frames.md`). Why is not settled. On x86 the claim's
+//! swap is a locked instruction, which waits until the core's earlier stores
+//! are out, and the finish mark's line is often held by the other core; but an
 //! earlier probe that replaced the swap with a plain load and store, in
 //! the old order, gained nothing that separate processes could show. The
 //! price: the finish mark, and with it a successor on another list or a
@@ -71,12 +71,12 @@
 //! prefetches one node ahead what its next node is checked with when the
 //! running one ends (its dependencies' states and its successor row:
 //! `Shared::prefetch_turn`); back to back, that ended frames 2.1 and 3.6
-//! µs sooner in two in-process A/B runs (`docs/performance.md`). In cold
-//! frames, in in-process A/B runs on
-//! the 2-core development VM (set up as for `claim_next` above; figures in
-//! `docs/performance.md`) this ended frames 2.4–6.8 µs sooner in each of
-//! ten runs in which frames took over 160 µs, when the machine was slow,
-//! and changed nothing that ten runs of quicker frames could show. The
+//! µs sooner in two in-process A/B runs
+//! (`docs/performance/paced-cold-start.md`). In cold frames, in in-process A/B
+//! runs on the 2-core development VM (set up as for `claim_next` above; figures
+//! in `docs/performance/paced-frames.md`) this ended frames 2.4–6.8 µs sooner
+//! in each of ten runs in which frames took over 160 µs, when the machine was
+//! slow, and changed nothing that ten runs of quicker frames could show. The
 //! states' write prefetch, against a read prefetch, ended frames a median
 //! of 0.5 µs sooner over eight runs (3.4 and 4.3 µs in the two slowest),
 //! measured when the claim mark still shared the state's line.
@@ -91,11 +91,11 @@
 //! its last touch of the graph, as in any shared frame. A walker counts the
 //! sinks it ran as it leaves, all at once: one read-modify-write of the shared
 //! count per walker, not one per sink on a line both cores write (in-process
-//! A/B runs: frames 0.4–2.8 µs sooner; `docs/performance.md`). No frame ends
-//! sooner for counting earlier: the latch waits for every helper to leave. A
-//! helper that ran a node marks its pool slot first (`helper_slots`), so the
-//! frame's end knows who took part (for the early wake-ups of a paced loop)
-//! without reading every node's run record.
+//! A/B runs: frames 0.4–2.8 µs sooner; `docs/performance/paced-cold-start.md`).
+//! No frame ends sooner for counting earlier: the latch waits for every helper
+//! to leave. A helper that ran a node marks its pool slot first
+//! (`helper_slots`), so the frame's end knows who took part (for the early
+//! wake-ups of a paced loop) without reading every node's run record.
 
 use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
