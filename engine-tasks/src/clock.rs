@@ -48,7 +48,7 @@ const PLAUSIBLE_NANOS_PER_TICK: std::ops::RangeInclusive<f64> = 0.05..=10.0;
 /// counters differ would, so an implausible rate, or none within
 /// [`CALIBRATION_LIMIT`], gives [`FALLBACK_NANOS_PER_TICK`].
 pub(crate) fn first_nanos_per_tick() -> f64 {
-    if !cfg!(target_arch = "x86_64") {
+    if !cfg!(all(target_arch = "x86_64", not(miri))) {
         // `ticks` is in nanoseconds there.
         return 1.0;
     }
@@ -100,7 +100,7 @@ fn paired_reading() -> (Instant, u64) {
 
 /// Reads the tick counter.
 #[inline(always)]
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) fn ticks() -> u64 {
     // SAFETY: `rdtsc` exists on every x86-64 CPU and has no preconditions; it
     // reads a counter and touches no memory.
@@ -109,7 +109,7 @@ pub(crate) fn ticks() -> u64 {
 
 /// Reads the tick counter.
 #[inline(always)]
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(not(target_arch = "x86_64"), miri))]
 pub(crate) fn ticks() -> u64 {
     use std::sync::OnceLock;
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -210,6 +210,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a million frames of arithmetic: no unsafe code or atomics"
+    )]
     fn readings_thin_out_as_the_history_grows() {
         let mut rate = TickRate::new();
         let now = Instant::now();

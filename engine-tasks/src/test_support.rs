@@ -6,6 +6,23 @@ use std::ptr::NonNull;
 
 use std::sync::Arc;
 
+/// How many rounds a stress test runs: `n` on the hardware, a two-hundredth
+/// of it (at least 50) under Miri, which interprets each step thousands of
+/// times slower and explores thread interleavings by preempting at random
+/// rather than by volume.
+pub(crate) const fn stress_rounds(n: usize) -> usize {
+    if cfg!(miri) {
+        let scaled = n / 200;
+        if scaled < 50 {
+            50
+        } else {
+            scaled
+        }
+    } else {
+        n
+    }
+}
+
 pub(crate) struct Tasks {
     headers: Box<[Header]>,
 }

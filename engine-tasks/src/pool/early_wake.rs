@@ -1033,6 +1033,10 @@ mod pool_tests {
     /// It warms before its first look (the pool's state first, then the
     /// published spans; `sync/prefetch.rs`).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "timing policy: under Miri the clock counts interpreted steps"
+    )]
     fn a_worker_wakes_for_a_forecast_frame_without_being_woken() {
         let pool = Pool::builder().threads(1).build().unwrap();
         let shared = pool.shared();
@@ -1089,6 +1093,10 @@ mod pool_tests {
     /// be the one the frame leaves behind (not none, and not the one for
     /// the frame itself).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "timing policy: under Miri the clock counts interpreted steps"
+    )]
     fn the_next_frames_forecast_is_published_before_the_nodes_run() {
         let pool = Pool::builder().threads(1).build().unwrap();
         // Per node: the forecast start it saw, 0 for none.

@@ -46,7 +46,10 @@ where
     /// The job must stay in place until its latch is set, and the reference
     /// must be queued or run exactly once.
     unsafe fn task_ref(&self) -> TaskRef {
-        let header = NonNull::from(&self.header);
+        // From the whole job, not its `header` field, so that the pointer
+        // may reach the rest of the job (a pointer made from a field's
+        // reference may only reach that field).
+        let header = NonNull::from(self).cast::<Header>();
         // SAFETY: forwarded to the caller; `header` is at offset 0 of the
         // `repr(C)` job, so `run` can recover the job from it.
         unsafe { TaskRef::from_raw(header) }

@@ -155,18 +155,23 @@ impl DequeOwner<'_> {
         let deque = self.deque;
         // Relaxed: we are the only writer of bottom.
         let bottom = deque.bottom.load(Ordering::Relaxed).wrapping_sub(1);
-        // Relaxed store then a store-load fence: pairs with the heavy fence
-        // in `steal` (fence.rs: on Linux this side is a compiler fence).
-        deque.bottom.store(bottom, Ordering::Relaxed);
+        // Release: a thief whose Acquire load of `bottom` reads this value
+        // must also see every slot pushed before it (Relaxed would leave the
+        // thief synchronised with no push: since C++20 a release sequence no
+        // longer runs on through later plain stores of the same thread, and
+        // Miri found thieves reading stale slots). Then a store-load fence:
+        // pairs with the heavy fence in `steal` (fence.rs: on Linux this
+        // side is a compiler fence).
+        deque.bottom.store(bottom, Ordering::Release);
         fence::light();
         // Relaxed: ordered by the fence.
         let top = deque.top.load(Ordering::Relaxed);
         let size = bottom.wrapping_sub(top) as i32;
         if size < 0 {
-            // Empty: undo.
+            // Empty: undo. Release: as above.
             deque
                 .bottom
-                .store(bottom.wrapping_add(1), Ordering::Relaxed);
+                .store(bottom.wrapping_add(1), Ordering::Release);
             return None;
         }
         // Relaxed: our own write.
@@ -188,10 +193,11 @@ impl DequeOwner<'_> {
                 Ordering::Relaxed,
             )
             .is_ok();
-        // Relaxed: the deque is empty either way; top == bottom + 1 now.
+        // The deque is empty either way; top == bottom + 1 now. Release: as
+        // above.
         deque
             .bottom
-            .store(bottom.wrapping_add(1), Ordering::Relaxed);
+            .store(bottom.wrapping_add(1), Ordering::Release);
         if !won {
             return None;
         }
@@ -284,7 +290,7 @@ mod loom_models {
 #[cfg(all(test, not(loom)))]
 mod stress {
     use super::*;
-    use crate::test_support::{Tasks, Tracker};
+    use crate::test_support::{stress_rounds, Tasks, Tracker};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -292,7 +298,7 @@ mod stress {
     /// while three thieves steal; every task is taken once.
     #[test]
     fn owner_and_three_thieves() {
-        const N: usize = 200_000;
+        const N: usize = stress_rounds(200_000);
         let tasks = Tasks::new(N);
         let tracker = Tracker::new(N);
         let deque = Arc::new(Deque::new());
@@ -336,13 +342,13 @@ mod stress {
 #[cfg(all(test, not(loom)))]
 mod hardware_stress {
     use super::*;
-    use crate::test_support::Tasks;
+    use crate::test_support::{stress_rounds, Tasks};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
     #[test]
     fn owner_pops_race_thieves_on_real_threads() {
-        const ROUNDS: usize = 200_000;
+        const ROUNDS: usize = stress_rounds(200_000);
         const PER_ROUND: usize = 3;
         let deque = Arc::new(Deque::new());
         let tasks = Tasks::new(ROUNDS * PER_ROUND);
@@ -362,7 +368,7 @@ mod hardware_stress {
                 })
             })
             .collect();
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
         assert!(
             fence::asymmetric() || std::env::var_os("ENGINE_TASKS_FENCES").is_some(),
             "membarrier is unavailable: this test would check symmetric fences"
@@ -378,7 +384,7 @@ mod hardware_stress {
             if round % 64 == 0 {
                 // Now and then leave the tasks long enough for a thief's
                 // membarrier, so steals happen even on a loaded machine.
-                for _ in 0..10_000 {
+                for _ in 0..stress_rounds(10_000) {
                     std::hint::spin_loop();
                 }
             }

@@ -36,7 +36,8 @@
 //! `membarrier` is missing (other systems, old kernels, seccomp filters), on
 //! other architectures, or when `ENGINE_TASKS_FENCES=symmetric` is set, both
 //! sides use `SeqCst` fences.
-//! Loom models the symmetric mode, which the asymmetric one emulates.
+//! Loom models the symmetric mode, which the asymmetric one emulates, and
+//! Miri (which has no `membarrier`) runs it.
 
 use crate::loom::atomic::{fence, Ordering};
 
@@ -57,7 +58,7 @@ pub(crate) fn heavy() {
     #[cfg(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64"),
-        not(loom)
+        not(any(loom, miri))
     ))]
     if asymmetric() {
         membarrier::private_expedited();
@@ -69,7 +70,7 @@ pub(crate) fn init() {
     #[cfg(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64"),
-        not(loom)
+        not(any(loom, miri))
     ))]
     membarrier::init();
 }
@@ -80,13 +81,13 @@ pub(crate) fn asymmetric() -> bool {
     #[cfg(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64"),
-        not(loom)
+        not(any(loom, miri))
     ))]
     return membarrier::enabled();
     #[cfg(not(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64"),
-        not(loom)
+        not(any(loom, miri))
     )))]
     return false;
 }
@@ -94,7 +95,7 @@ pub(crate) fn asymmetric() -> bool {
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64"),
-    not(loom)
+    not(any(loom, miri))
 ))]
 mod membarrier {
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -218,7 +218,7 @@ fn restore_locked(steer: &mut Steer) {
     }
 }
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(any(loom, miri))))]
 mod os {
     use super::Steer;
     use std::cell::Cell;
@@ -314,9 +314,10 @@ mod os {
     }
 }
 
-#[cfg(not(any(target_os = "linux", loom)))]
+#[cfg(all(not(loom), any(not(target_os = "linux"), miri)))]
 mod os {
-    //! No steering: threads are never registered.
+    //! No steering: threads are never registered (other systems, and Miri,
+    //! which has no affinity calls).
     use super::Steer;
 
     pub(super) type Tid = i32;
@@ -340,7 +341,7 @@ mod os {
     }
 }
 
-#[cfg(all(test, target_os = "linux", not(loom)))]
+#[cfg(all(test, target_os = "linux", not(any(loom, miri))))]
 mod tests {
     use super::Placement;
     use crate::sync::park::Parker;

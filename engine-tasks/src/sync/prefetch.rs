@@ -168,7 +168,7 @@ enum Level {
 /// core's caches down to `level`. Any address is allowed (module docs).
 #[inline(always)]
 fn hint(address: usize, level: Level) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
         let address = address as *const i8;
@@ -182,7 +182,7 @@ fn hint(address: usize, level: Level) {
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = (address, level);
 }
 
@@ -192,7 +192,7 @@ fn hint(address: usize, level: Level) {
 /// invalidate. Any address is allowed (module docs).
 #[inline(always)]
 pub(crate) fn line_for_write(address: usize) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: `prefetchw` is a hint that never faults, whatever the
     // address, and changes no register, flag or memory; x86-64 CPUs that
     // lack it (Intel before Broadwell) decode its opcode as a no-op.
@@ -203,7 +203,7 @@ pub(crate) fn line_for_write(address: usize) {
             options(nostack, preserves_flags, readonly)
         );
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = address;
 }
 
@@ -415,8 +415,9 @@ pub(crate) enum CodeSection {
 }
 
 impl CodeSection {
-    /// The section's lines; empty off Linux.
-    #[cfg(target_os = "linux")]
+    /// The section's lines; empty off Linux (and under Miri, which has no
+    /// linker sections).
+    #[cfg(all(target_os = "linux", not(miri)))]
     #[link_section = "engine_tasks_frame"]
     pub(crate) fn span(self) -> Span {
         let (start, end) = match self {
@@ -427,7 +428,7 @@ impl CodeSection {
     }
 
     /// The section's lines: none off Linux (module docs).
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(any(not(target_os = "linux"), miri))]
     pub(crate) fn span(self) -> Span {
         Span::default()
     }
@@ -449,7 +450,7 @@ impl CodeSection {
 /// in it, so whenever the reference is linked the section holds at least
 /// that function (a linker that collects unused sections does not keep one
 /// for its bounds' symbols alone).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 #[link_section = "engine_tasks_frame"]
 #[inline(never)]
 fn frame_section_bounds() -> (usize, usize) {
@@ -464,7 +465,7 @@ fn frame_section_bounds() -> (usize, usize) {
 }
 
 /// [`frame_section_bounds`] for `engine_tasks_shared`.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 #[link_section = "engine_tasks_shared"]
 #[inline(never)]
 fn shared_section_bounds() -> (usize, usize) {
@@ -680,7 +681,7 @@ mod tests {
         let warm = CodeSection::warm as *const () as usize;
         let inject = crate::pool::registry::Shared::inject_structured as *const () as usize;
         let elsewhere = code_spans as *const () as usize;
-        if cfg!(target_os = "linux") {
+        if cfg!(all(target_os = "linux", not(miri))) {
             for span in [frame, shared] {
                 assert!(span.lines > 0 && span.start % LINE_BYTES == 0, "{span:?}");
                 assert!(!within(span, elsewhere), "{elsewhere:#x} inside {span:?}");

@@ -363,7 +363,7 @@ mod loom_models {
 #[cfg(all(test, not(loom)))]
 mod stress {
     use super::*;
-    use crate::test_support::{Tasks, Tracker};
+    use crate::test_support::{stress_rounds, Tasks, Tracker};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -371,7 +371,7 @@ mod stress {
     /// on real threads: every task arrives exactly once.
     #[test]
     fn four_producers_three_consumers() {
-        const PER_PRODUCER: usize = 50_000;
+        const PER_PRODUCER: usize = stress_rounds(50_000);
         let tasks = Tasks::new(4 * PER_PRODUCER);
         let tracker = Tracker::new(4 * PER_PRODUCER);
         let queue = Arc::new(TaskQueue::new());

@@ -494,7 +494,7 @@ mod loom_models {
 #[cfg(all(test, not(loom)))]
 mod stress {
     use super::*;
-    use crate::test_support::{Tasks, Tracker};
+    use crate::test_support::{stress_rounds, Tasks, Tracker};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -502,7 +502,7 @@ mod stress {
     /// pop_newest while three stealers steal half; every task is taken once.
     #[test]
     fn owner_and_three_stealers() {
-        const N: usize = 200_000;
+        const N: usize = stress_rounds(200_000);
         let tasks = Tasks::new(N);
         let tracker = Tracker::new(N);
         let ring = Arc::new(Ring::new());
@@ -539,7 +539,7 @@ mod stress {
                 }
                 // Phases: mostly full (overflow), then near empty (the
                 // last-task races of pop_newest against steals).
-                let near_empty = (i / 10_000) % 2 == 1;
+                let near_empty = (i / stress_rounds(10_000)) % 2 == 1;
                 match i % 7 {
                     0 => {
                         if let Some(t) = owner.pop() {

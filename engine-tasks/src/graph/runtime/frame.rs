@@ -224,7 +224,11 @@ unsafe impl Send for Shared {}
 
 impl Shared {
     pub(super) fn task(&self, index: u32) -> TaskRef {
-        let header = NonNull::from(&self.tasks[index as usize].header);
+        // From the whole task, not its `header` field: `run_node` reaches
+        // the rest of the task through this pointer (a pointer made from a
+        // field's reference may only reach that field; Miri's Stacked
+        // Borrows check found it). The header is at offset 0 (`repr(C)`).
+        let header = NonNull::from(&self.tasks[index as usize]).cast::<Header>();
         // SAFETY: the node's task lives as long as the graph, and the caller
         // owns the node for this frame (its release was the last one the
         // countdown counted, or it is a root, or a node a hand-over found
@@ -259,7 +263,8 @@ impl Shared {
         }
         let lane = self.inputs.lane;
         for task in &self.helper_tasks[..helpers] {
-            let header = NonNull::from(&task.header);
+            // From the whole task, as in `task`.
+            let header = NonNull::from(task).cast::<Header>();
             // SAFETY: the helper task lives as long as the graph, and each
             // is queued once per planned frame, which waits for it.
             pool.inject_structured(lane, unsafe { TaskRef::from_raw(header) });

@@ -436,6 +436,10 @@ fn frames_near_the_threshold_update_the_estimates_every_frame() {
 /// longer light, and timed alone, from the next frame; a batch that ran
 /// light waits for its turn.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
 fn a_light_node_that_turns_heavy_updates_the_estimates_at_once() {
     let pool = Pool::builder().threads(0).build().unwrap();
     let heavy_from = ESTIMATE_SETTLED_EVERY + 4;
@@ -519,6 +523,10 @@ fn clearly_shared_frames_update_the_estimates_one_frame_in_a_few() {
 /// at a quarter of it updates the estimates every frame, so a graph that
 /// turns lighter runs alone as soon as before.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
 fn shared_frames_near_the_threshold_update_the_estimates_every_frame() {
     let pool = Pool::builder().threads(1).build().unwrap();
     // Four nodes of 200 µs: 800 µs of work, shared above 700 µs but not
@@ -591,6 +599,10 @@ fn the_helpers_of_a_planned_frame_mark_the_slots_that_ran_its_nodes() {
 /// its planned frames' measured work is no longer clearly above the
 /// threshold, so they are not clear.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
 fn a_shared_graph_that_turns_light_runs_alone_again_soon() {
     // On pools of one and of three workers: the frame's measured work, not
     // its threads, decides.
@@ -653,6 +665,10 @@ fn chain_of_64<C: Sync + 'static>(body: fn(usize, &C)) -> TaskGraph<C> {
 /// the estimates (a second such frame in a row's do). A frame whose nodes
 /// all turn slow is handed over.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
 fn a_frame_held_up_once_runs_on_alone() {
     use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
     const LIGHT: u8 = 0;
@@ -710,6 +726,10 @@ fn a_frame_held_up_once_runs_on_alone() {
 /// Work that holds up every other frame run alone is work, not a stall:
 /// only the first such frame is left out of the estimates.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
 fn a_frame_held_up_every_other_frame_counts() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let pool = Pool::builder().threads(1).build().unwrap();
@@ -747,6 +767,7 @@ fn a_frame_held_up_every_other_frame_counts() {
 /// starting at an anchor's line, the lowest anchor in the first span, and
 /// the spans in the line budget (`sync/prefetch.rs`).
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
 fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
     use crate::sync::prefetch::{CodeSection, Span, LINE_BYTES, MAX_LINES};
     let spans = super::Runtime::code_spans();
@@ -794,7 +815,7 @@ fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
 /// (`sync/prefetch.rs`); the planned walk, which frames run alone never
 /// reach, lies in the section of frames that share.
 #[test]
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 fn a_frames_code_lies_in_the_section_of_its_kind() {
     use crate::graph::stats::FrameStats;
     use crate::sync::prefetch::{CodeSection, LINE_BYTES};
@@ -827,6 +848,7 @@ fn a_frames_code_lies_in_the_section_of_its_kind() {
 /// rows, the nodes and their closures' addresses), then its code; never
 /// the lines nodes write (node states, run records).
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
 fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
     use crate::sync::prefetch::{Span, MAX_DATA_LINES, MAX_DATA_SPANS};
     let graph = chain_of_64(|_, _: &()| {});
@@ -874,6 +896,7 @@ fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
 /// again at its next frame after an idle gap, so that the workers warm its
 /// new address, not the one it had when they were worked out.
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
 fn a_moved_graph_warms_its_new_address() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let graph = chain_of_64(|_, _: &()| {});
