@@ -7,9 +7,12 @@
 //! read-modify-write except on the last task (Chase and Lev, "Dynamic
 //! Circular Work-Stealing Deque", SPAA 2005; orderings and fences from Lê,
 //! Pop, Cohen and Zappa Nardelli, "Correct and Efficient Work-Stealing for
-//! Weak Memory Models", PPoPP 2013). Join halves are whole subtrees of work,
-//! so stealing one at a time loses nothing; the spawn ring, which steals
-//! half, is a separate structure (`ring.rs`) for exactly that reason.
+//! Weak Memory Models", PPoPP 2013, with one change: where the paper's push
+//! runs a release fence before a relaxed store of `bottom`, every store of
+//! `bottom` here is a Release store; see `pop`). Join halves are whole
+//! subtrees of work, so stealing one at a time loses nothing; the spawn
+//! ring, which steals half, is a separate structure (`ring.rs`) for exactly
+//! that reason.
 //!
 //! # States
 //!
@@ -98,7 +101,8 @@ impl Deque {
         let top = self.top.load(Ordering::Acquire);
         // Pairs with the light fence in `pop` (Lê et al., steal()).
         fence::heavy();
-        // Acquire: pairs with the Release store in `push`, publishing the slot.
+        // Acquire: pairs with the Release stores of `bottom` in `push` and
+        // `pop`, publishing the slots pushed before them.
         let bottom = self.bottom.load(Ordering::Acquire);
         if bottom.wrapping_sub(top) as i32 <= 0 {
             return None;
@@ -138,7 +142,8 @@ impl DequeOwner<'_> {
         if bottom.wrapping_sub(top) as usize >= CAPACITY {
             return Err(task);
         }
-        // Relaxed: published by the Release store of bottom.
+        // Relaxed: published by this Release store of bottom, and by the
+        // owner's later ones (`pop`).
         deque
             .slot(bottom)
             .store(task.into_raw().as_ptr(), Ordering::Relaxed);
@@ -156,19 +161,22 @@ impl DequeOwner<'_> {
         // Relaxed: we are the only writer of bottom.
         let bottom = deque.bottom.load(Ordering::Relaxed).wrapping_sub(1);
         // Release: a thief whose Acquire load of `bottom` reads this value
-        // must also see every slot pushed before it (Relaxed would leave the
-        // thief synchronised with no push: since C++20 a release sequence no
-        // longer runs on through later plain stores of the same thread, and
-        // Miri found thieves reading stale slots). Then a store-load fence:
-        // pairs with the heavy fence in `steal` (fence.rs: on Linux this
-        // side is a compiler fence).
+        // must also see every slot pushed before it. Relaxed left that thief
+        // synchronised with no push since the last pop's fence: `push`
+        // publishes with a Release store, not the paper's release fence, and
+        // since C++20 a release sequence takes in no later non-RMW store of
+        // the same thread (Miri found thieves reading stale slots). Then a
+        // store-load fence: pairs with the heavy fence in `steal` (fence.rs:
+        // on Linux this side is a compiler fence). Release does not keep the
+        // `top` load below from moving above this store; the fence does.
         deque.bottom.store(bottom, Ordering::Release);
         fence::light();
         // Relaxed: ordered by the fence.
         let top = deque.top.load(Ordering::Relaxed);
         let size = bottom.wrapping_sub(top) as i32;
         if size < 0 {
-            // Empty: undo. Release: as above.
+            // Empty: undo. Release: as above, defensively: a thief that
+            // reads this value finds no task between `top` and it.
             deque
                 .bottom
                 .store(bottom.wrapping_add(1), Ordering::Release);
@@ -194,7 +202,8 @@ impl DequeOwner<'_> {
             )
             .is_ok();
         // The deque is empty either way; top == bottom + 1 now. Release: as
-        // above.
+        // above, defensively: a thief that reads this value finds the deque
+        // empty or loses its CAS.
         deque
             .bottom
             .store(bottom.wrapping_add(1), Ordering::Release);

@@ -767,7 +767,10 @@ fn a_frame_held_up_every_other_frame_counts() {
 /// starting at an anchor's line, the lowest anchor in the first span, and
 /// the spans in the line budget (`sync/prefetch.rs`).
 #[test]
-#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
+#[cfg_attr(
+    miri,
+    ignore = "no linker sections, and a function may have several addresses: the code spans move"
+)]
 fn a_graphs_code_spans_are_its_sections_or_start_at_its_anchors() {
     use crate::sync::prefetch::{CodeSection, Span, LINE_BYTES, MAX_LINES};
     let spans = super::Runtime::code_spans();
@@ -848,7 +851,10 @@ fn a_frames_code_lies_in_the_section_of_its_kind() {
 /// rows, the nodes and their closures' addresses), then its code; never
 /// the lines nodes write (node states, run records).
 #[test]
-#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
+#[cfg_attr(
+    miri,
+    ignore = "no linker sections, and a function may have several addresses: the code spans move"
+)]
 fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
     use crate::sync::prefetch::{Span, MAX_DATA_LINES, MAX_DATA_SPANS};
     let graph = chain_of_64(|_, _: &()| {});
@@ -896,7 +902,10 @@ fn a_graphs_warm_spans_hold_its_state_its_arrays_then_its_code() {
 /// again at its next frame after an idle gap, so that the workers warm its
 /// new address, not the one it had when they were worked out.
 #[test]
-#[cfg_attr(miri, ignore = "Miri has no linker sections: the code spans are empty")]
+#[cfg_attr(
+    miri,
+    ignore = "no linker sections, and a function may have several addresses: the code spans move"
+)]
 fn a_moved_graph_warms_its_new_address() {
     let pool = Pool::builder().threads(1).build().unwrap();
     let graph = chain_of_64(|_, _: &()| {});
