@@ -69,7 +69,9 @@ impl<T> Completion<T> {
             Outcome::Pending(None) => {
                 *outcome = Outcome::Done(result);
                 drop(outcome);
-                self.done.count_down();
+                // SAFETY: `self` is alive for the call (the caller's `Arc`
+                // holds it), and the latch's waiter only reads it.
+                unsafe { Latch::count_down(&self.done) };
                 self.finished.notify_all();
             }
             Outcome::Done(_) | Outcome::Taken => unreachable!("a blocking task completed twice"),

@@ -692,6 +692,11 @@ impl Runtime {
                 crate::pool::wait::wait_without_slot(pool_shared, &shared.done, Some(&shared.inbox))
             }
         }
+        // A node task may still be in its push of a pinned node, a few
+        // instructions from its end (`Shared::push_pinned`).
+        while !shared.pinned_pushes_done() {
+            std::thread::yield_now();
+        }
         (sharing, ran_alone)
     }
 

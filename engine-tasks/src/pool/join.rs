@@ -66,7 +66,10 @@ where
         // SAFETY: as above.
         unsafe { *this.result.get() = Some(result) };
         // After this the owner may return and free the job: touch nothing.
-        this.latch.count_down();
+        // SAFETY: the job is alive until its latch is set, which only this
+        // call does; a raw pointer, since the owner may free the job while
+        // the call still runs (`latch.rs`).
+        unsafe { Latch::count_down(&raw const this.latch) };
     }
 
     /// Runs the job on the owner's thread after popping it back: no other

@@ -57,16 +57,22 @@ where
             let mut slot = scope.panic.lock().unwrap_or_else(|e| e.into_inner());
             slot.get_or_insert(payload);
         }
-        // After this the scope may end: touch nothing.
-        worker::with_current(|local| match local {
+        let deferred = worker::with_current(|local| match local {
             // Kept as credit, settled later in one go (credit.rs).
             Some(local) if std::ptr::eq(local.shared, scope.shared) => {
                 local.credit.defer(&scope.latch);
+                true
             }
-            _ => {
-                scope.latch.count_down();
-            }
+            _ => false,
         });
+        if !deferred {
+            // Out of the closure, whose capture of the scope must stay valid
+            // for its whole call: after this the scope may end and free its
+            // latch. Touch nothing after.
+            // SAFETY: this task's count keeps the scope, and its latch,
+            // alive until this call gives it back.
+            unsafe { Latch::count_down(&raw const scope.latch) };
+        }
     }
 }
 
@@ -248,7 +254,8 @@ where
             _env: PhantomData,
         };
         let result = panic::catch_unwind(AssertUnwindSafe(|| f(&scope)));
-        scope.latch.count_down();
+        // SAFETY: the scope lives on this frame, which outlasts the call.
+        unsafe { Latch::count_down(&scope.latch) };
         // Tasks may spawn into the scope in less urgent lanes while we wait,
         // so the floor is re-read on every round. Relaxed: a lane raised
         // concurrently is also visible through the queue holding its task.

@@ -147,7 +147,8 @@ where
         };
         // SAFETY: as above; the handle reads only after the latch.
         unsafe { *this.stage.get() = Stage::Done(result) };
-        this.latch.count_down();
+        // SAFETY: `this` (an `Arc`) keeps the latch alive past the call.
+        unsafe { Latch::count_down(&raw const this.latch) };
         // If the handle is gone this drops the result; a panicking
         // destructor of a detached task's result is swallowed rather than
         // unwinding into the scheduler.

@@ -121,7 +121,7 @@ impl ScopeCredit {
         // (module docs), so the scope owning it was still waiting and the
         // latch alive. After this call it may be freed; the stale pointer is
         // only ever compared, never read, until `defer` replaces it.
-        unsafe { (*self.latch.get()).count_down_by(units) };
+        unsafe { Latch::count_down_by(self.latch.get(), units) };
         true
     }
 }
@@ -168,7 +168,8 @@ mod loom_models {
                 })
                 .collect();
             // The body ends.
-            latch.count_down();
+            // SAFETY: the `Arc` keeps the latch alive.
+            unsafe { Latch::count_down(&*latch) };
             if latch.register(Waiter::Thread(thread::current())) {
                 while !latch.is_set() {
                     thread::park();

@@ -34,8 +34,9 @@
 //!   its own bit. If the bit was already clear, a notifier claimed it and gave
 //!   it the token, which it must now use or pass on.
 //!
-//! Parking itself is [`Parker`]: a futex-backed wait with no timeout, so an
-//! idle pool is silent.
+//! Parking itself is [`Parker`]: a futex-backed wait with no timeout
+//! (unless a paced loop's forecast asks for an early wake-up,
+//! `Sleep::park_timeout`), so an idle pool is silent.
 
 use crate::lane::Lane;
 use crate::loom::atomic::{fence, AtomicU32, AtomicU64, Ordering};

@@ -14,6 +14,14 @@
 //! set, because after that CAS the owner may return and free the memory the
 //! latch lives in (a stack frame in `join` or `scope`). Waiters look at
 //! `state`, never at `pending`, so a count of zero alone frees nothing.
+//!
+//! For the same reason the count-down takes a raw pointer, not `&self`
+//! (as rayon's latches do): a reference passed to a function must stay
+//! valid until the function returns, while a setter's call is still
+//! running when the owner sees `SET` and frees the latch. Miri flagged
+//! the `&self` version in `join` ("deallocating while item is strongly
+//! protected"). Inside, only references to the atomics and the waiter's
+//! cell are made, each used before the `SET` store and never after.
 
 use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};
@@ -131,59 +139,80 @@ impl Latch {
         self.pending.load(Ordering::Relaxed) == n
     }
 
-    /// Counts one completion; `true` if it set the latch. After this
-    /// returns `self` may be dangling.
+    /// Counts one completion; `true` if it set the latch.
+    ///
+    /// # Safety
+    ///
+    /// `this` points to a live latch of which the caller holds a count. Once
+    /// the latch is set its owner may free it, even before this returns:
+    /// the caller must not touch it after the call (module docs).
     #[inline]
-    pub(crate) fn count_down(&self) -> bool {
-        self.count_down_by(1)
+    pub(crate) unsafe fn count_down(this: *const Self) -> bool {
+        // SAFETY: forwarded to the caller.
+        unsafe { Self::count_down_by(this, 1) }
     }
 
     /// Counts `n` completions at once (one, or a thread's deferred ones,
-    /// see credit.rs); `true` if they set the latch. After this returns
-    /// `self` may be dangling.
+    /// see credit.rs); `true` if they set the latch.
+    ///
+    /// # Safety
+    ///
+    /// As [`Latch::count_down`], with `n` counts held.
     #[inline]
-    pub(crate) fn count_down_by(&self, n: usize) -> bool {
+    pub(crate) unsafe fn count_down_by(this: *const Self, n: usize) -> bool {
         debug_assert!(n > 0);
+        // SAFETY: the caller's count keeps the latch alive until `set`
+        // below; the reference is to the atomic alone, last used before it.
+        let pending = unsafe { &(*this).pending };
         // Holding all `n` outstanding counts means no one else can count
         // down, and only a holder of a count may add one. Then skip the
         // decrement (the common case: spawned tasks and join halves have a
         // count of 1). Acquire: pairs with the AcqRel decrements of earlier
         // holders.
-        if self.pending.load(Ordering::Acquire) == n {
-            self.set();
+        if pending.load(Ordering::Acquire) == n {
+            // SAFETY: as above; the counts are still held.
+            unsafe { Self::set(this) };
             return true;
         }
         // AcqRel: release publishes this holder's effects; the last one
         // acquires everyone's before it sets the latch.
-        let last = self.pending.fetch_sub(n, Ordering::AcqRel) == n;
+        let last = pending.fetch_sub(n, Ordering::AcqRel) == n;
         if last {
-            self.set();
+            // SAFETY: the latch is not set before `set` does it, so no
+            // owner frees it until then.
+            unsafe { Self::set(this) };
         }
         last
     }
 
+    /// Moves `state` to `SET` and wakes the waiter, if any.
+    ///
+    /// # Safety
+    ///
+    /// `this` points to a live latch whose count has reached zero, and no
+    /// one else sets it; it may be freed as soon as the CAS succeeds.
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-    fn set(&self) {
+    unsafe fn set(this: *const Self) {
+        // SAFETY: alive until the CAS below sets it (caller's contract);
+        // references to the atomic and the cell only, neither used after it.
+        let (state_cell, waiter_cell) = unsafe { (&(*this).state, &(*this).waiter) };
         // Acquire: pairs with the AcqRel CAS in `register`, so the waiter
         // cell's contents are visible if WAITER is set.
-        let mut state = self.state.load(Ordering::Acquire);
+        let mut state = state_cell.load(Ordering::Acquire);
         loop {
             debug_assert_ne!(state, SET, "latch set twice");
             let waiter = if state == WAITER {
                 // SAFETY: WAITER is set, so the cell is initialised and no
                 // longer written (module docs).
-                self.waiter
-                    .with(|w| unsafe { (*w).as_ref().map(Waiter::duplicate) })
+                waiter_cell.with(|w| unsafe { (*w).as_ref().map(Waiter::duplicate) })
             } else {
                 None
             };
             // AcqRel: release publishes the results to whoever sees SET;
             // acquire pairs with `register` if it races us.
-            match self
-                .state
-                .compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match state_cell.compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
+                    // The latch may be gone now: only the copy is used.
                     if let Some(waiter) = waiter {
                         waiter.wake();
                     }
@@ -222,7 +251,8 @@ mod loom_models {
             let setters: Vec<_> = (0..2)
                 .map(|_| {
                     let latch = latch.clone();
-                    thread::spawn(move || latch.count_down())
+                    // SAFETY: the `Arc` keeps the latch alive.
+                    thread::spawn(move || unsafe { Latch::count_down(&*latch) })
                 })
                 .collect();
             if latch.register(Waiter::Thread(thread::current())) {
@@ -253,7 +283,8 @@ mod loom_models {
             let latch = Arc::new(Latch::new(1));
             let setter = {
                 let latch = latch.clone();
-                thread::spawn(move || latch.count_down())
+                // SAFETY: the `Arc` keeps the latch alive.
+                thread::spawn(move || unsafe { Latch::count_down(&*latch) })
             };
             let home = std::sync::Arc::new(Home {
                 parker: Parker::new(),

@@ -1,8 +1,10 @@
 //! The lock-free primitives and the park/wake protocol: the bottom layer.
 //!
 //! Nothing here knows about pools, graphs or frames. Each module opens with
-//! its algorithm and states and carries its loom models (`loom_models`,
-//! run with `RUSTFLAGS="--cfg loom"`); its atomics come from `crate::loom`,
+//! its algorithm and states; each lock-free structure and wake-up protocol
+//! carries its loom models (`loom_models`, run with `RUSTFLAGS="--cfg
+//! loom"`; `fence.rs` is checked through the deque's). The atomics come
+//! from `crate::loom`,
 //! which swaps in loom's under that flag.
 //!
 //! | module | what |

@@ -2,7 +2,8 @@
 //!
 //! `unpark` leaves a permit; `park` consumes it or sleeps until one arrives.
 //! Sleeping is a condition-variable wait (a futex wait on Linux): no spinning
-//! and no timeout, so a parked thread costs no CPU. The parker belongs to a
+//! and no timeout (but in `park_timeout`, for an early wake-up before a
+//! paced loop's next frame), so a parked thread costs no CPU. The parker belongs to a
 //! slot, not to an OS thread, so a waker can hold on to it while the slot is
 //! handed from one thread to another (the pool's guest slot).
 //!

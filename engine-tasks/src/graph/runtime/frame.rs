@@ -207,6 +207,12 @@ pub(super) struct Shared {
     pub(super) sinks_left: CachePadded<AtomicUsize>,
     pub(super) done: CachePadded<Latch>,
     pub(super) inbox: TaskQueue,
+    /// Pushes of pinned nodes into `inbox` by node tasks still under way:
+    /// once such a node is in the inbox the frame's thread may run it and
+    /// end the frame before the push returns, so the frame's thread waits
+    /// for this count to drop to zero before it lets the graph go
+    /// (`Shared::pinned_pushes_done`).
+    pub(super) pinned_pushes: AtomicUsize,
     pub(super) failed: AtomicBool,
     pub(super) inputs: FrameInputs,
     pub(super) gates: Gates,
@@ -420,24 +426,54 @@ impl Shared {
         }
     }
 
-    /// Counts `n` sinks as finished; the last one sets the frame's latch
-    /// and gets `true`. One read-modify-write, with no read before it: the
+    /// Counts `n` sinks as finished; `true` for the call that counted the
+    /// last of them, whose caller then gives the sinks' count back to the
+    /// frame's latch. One read-modify-write, with no read before it: the
     /// latch's own count (which reads first, for the common latch of one
     /// count) moved its line between the cores about twice per sink, also
-    /// through the frame's thread polling it. After this returns the graph
-    /// may be gone (module docs).
+    /// through the frame's thread polling it.
+    ///
+    /// A raw pointer, not `&self`, as [`Shared::execute`] explains: a count
+    /// that is not the last may let another thread end the frame before
+    /// this returns.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the running frame's graph, and the `n` sinks are the
+    /// caller's to count.
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-    pub(super) fn finish_sinks(&self, n: usize) -> bool {
+    pub(super) unsafe fn count_sinks(this: *const Self, n: usize) -> bool {
+        // SAFETY: the uncounted sinks keep the frame, and the graph, alive
+        // until the count below; a reference to the atomic alone.
+        let sinks_left = unsafe { &(*this).sinks_left };
         // AcqRel: release publishes the work of the `n` sinks counted
         // (and, through the countdowns' release chain, or in a planned
         // frame the finish marks' and this walker's program order, all
-        // they depend on); the last one acquires every sink's before it
-        // sets the latch, whose own release/acquire hands them to the
-        // frame's thread.
-        let last = self.sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
+        // they depend on); the last one acquires every sink's before its
+        // caller counts the latch down, whose own release/acquire hands
+        // them to the frame's thread.
+        sinks_left.fetch_sub(n, Ordering::AcqRel) == n
+    }
+
+    /// [`Shared::count_sinks`], then the latch's count-down for the last.
+    /// Only for a caller whose count-down cannot set the latch (a helper
+    /// task's walk: its own count is still held) or that owns the frame
+    /// (the frame's thread): `&self` is valid until a function returns,
+    /// and once the latch is set the frame's thread may reset or free the
+    /// graph. A node task counts with `count_sinks` and leaves the
+    /// count-down to `run_node`, after its last reference to the graph.
+    #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
+    pub(super) fn finish_sinks(&self, n: usize) -> bool {
+        // SAFETY: forwarded from the caller, who counts its own sinks of the
+        // running frame.
+        let last = unsafe { Self::count_sinks(self, n) };
         if last {
-            self.done.count_down();
+            // SAFETY: the sinks' count is held until now, so the latch is
+            // alive; by this method's contract no one frees it during the
+            // call.
+            unsafe { Latch::count_down(&*self.done) };
         }
         last
     }
@@ -563,20 +599,33 @@ impl Shared {
     /// poisoning `to` unless `from` ran; `true` if this was the last
     /// release, and the caller now owns `to`. `alone`: the frame runs on
     /// this thread alone (a hand-over, `alone.rs`).
+    ///
+    /// A raw pointer, not `&self`, as [`Shared::execute`] explains: a
+    /// release that is not the last may let other threads run `to` and end
+    /// the frame before this returns.
+    ///
+    /// # Safety
+    ///
+    /// `this` is the running frame's graph, and `from` a node of the
+    /// caller's that has not released `to` yet in this frame.
     #[inline]
-    pub(super) fn release(
-        &self,
+    pub(super) unsafe fn release(
+        this: *const Self,
         from: u32,
         to: u32,
         outcome: NodeOutcome,
         frame: &FrameView<'_>,
         alone: bool,
     ) -> bool {
+        // SAFETY: `to` waits for this release, so the frame, and the graph,
+        // are alive until the count below; `graph` and `state` are not used
+        // after it unless it was the last.
+        let graph = unsafe { &*this };
         if outcome.fails_dependents() {
-            self.poison(to, frame.epoch);
+            graph.poison(to, frame.epoch);
         }
-        let state = &self.states[to as usize];
-        let (dependencies, epoch) = (self.dependencies[to as usize], frame.count_epoch);
+        let state = &graph.states[to as usize];
+        let (dependencies, epoch) = (graph.dependencies[to as usize], frame.count_epoch);
         let last = if alone {
             state.pending.release_alone(dependencies, epoch)
         } else {
@@ -590,55 +639,73 @@ impl Shared {
     }
 
     /// Runs node `first`, then, as long as it released one, the most urgent
-    /// node it released; see the module docs.
-    pub(super) fn execute(&self, first: u32, local: Option<&Local<'_>>) {
+    /// node it released; see the module docs. `true` if it counted the
+    /// frame's last sink: the caller must then count the frame's latch
+    /// down, once it holds no reference to the graph (`run_node`).
+    ///
+    /// A raw pointer, not `&self`: a reference passed to a function must
+    /// stay valid until the function returns, while the frame may end (and
+    /// its thread reset or free the graph) as soon as this call has handed
+    /// over its last node (released, pushed or counted as a sink), before
+    /// it returns (`sync/latch.rs`). `graph` below is a local reference,
+    /// used only while this thread owns a node of the frame; the calls that
+    /// may hand over the last node take raw pointers too
+    /// ([`Shared::release`], [`Shared::count_sinks`]), or count it in
+    /// [`Shared::pinned_pushes`].
+    ///
+    /// # Safety
+    ///
+    /// `this` is the running frame's graph, and this thread owns node
+    /// `first` for the frame (module docs).
+    pub(super) unsafe fn execute(this: *const Self, first: u32, local: Option<&Local<'_>>) -> bool {
+        // SAFETY: `first` is this thread's, so the frame runs (see above).
+        let graph = unsafe { &*this };
         // SAFETY: nodes run only while their frame runs (module docs).
-        let frame = unsafe { self.frame_view(local) };
-        let on_frame_thread = frame.thread != NONE && frame.thread == self.inputs.thread_slot;
+        let frame = unsafe { graph.frame_view(local) };
+        let on_frame_thread = frame.thread != NONE && frame.thread == graph.inputs.thread_slot;
         let task_lane = local.map_or(Lane::FrameCritical, |l| l.current_lane());
-        let timed = self.timed;
+        let timed = graph.timed;
         let now = || if timed { clock::ticks() } else { 0 };
         let mut index = first;
         let mut lane = task_lane;
         let mut start = now();
+        let mut last_sink = false;
         loop {
-            let outcome = self.run_body(index, &frame);
+            let outcome = graph.run_body(index, &frame);
             let end = now();
-            self.runs[index as usize].write(start, end, frame.thread, outcome);
+            graph.runs[index as usize].write(start, end, frame.thread, outcome);
 
-            let successors = self.successors_of(index);
+            let successors = graph.successors_of(index);
             if successors.is_empty() {
                 // The last touch of the graph (module docs).
-                if self.finish_sinks(1) {
-                    if let Some(local) = local {
-                        local.note_frame_ended();
-                    }
-                }
+                // SAFETY: `index` is this thread's sink, counted once.
+                last_sink = unsafe { Self::count_sinks(this, 1) };
                 break;
             }
             let mut next = None;
             let mut pushed = Pushed::default();
             for &s in successors {
-                if !self.release(index, s, outcome, &frame, false) {
+                // SAFETY: `index` ran on this thread and releases each of
+                // its successors once.
+                if !unsafe { Self::release(this, index, s, outcome, &frame, false) } {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
-                // graph stays alive for the rest of this iteration.
-                let succ = &self.nodes[s as usize];
-                let task = self.task(s);
-                let inline = self.inline_successors && next.is_none();
+                // graph stays alive until the push. Everything read of it
+                // is read before.
+                let succ = &graph.nodes[s as usize];
+                let task = graph.task(s);
+                let inline = graph.inline_successors && next.is_none();
                 if succ.pinned {
                     if inline && on_frame_thread {
                         next = Some(s);
                     } else {
-                        let waker = self.inputs.waker.clone().expect("set before the roots");
-                        self.inbox.push(task);
-                        waker.wake();
+                        // SAFETY: this thread owns the pinned node `s`.
+                        unsafe { Self::push_pinned(this, task) };
                     }
                 } else if inline && succ.lane <= lane {
                     next = Some(s);
                 } else if let Some(local) = local {
-                    local.push_quiet(succ.lane, task);
                     // A node at least as urgent as this task's lane may skip
                     // the wake-up: this thread's own search (or the wait it
                     // runs in, whose floor is at least this lane) reaches it
@@ -649,6 +716,7 @@ impl Shared {
                     } else {
                         pushed.add(succ);
                     }
+                    local.push_quiet(succ.lane, task);
                 } else {
                     frame.pool.shared().inject_structured(succ.lane, task);
                 }
@@ -659,7 +727,7 @@ impl Shared {
             let Some(s) = next else { break };
             index = s;
             start = end;
-            let next_lane = self.nodes[s as usize].lane;
+            let next_lane = graph.nodes[s as usize].lane;
             if let Some(local) = local {
                 local.count_inline_run(next_lane);
                 local.set_lane(next_lane.min(lane));
@@ -668,7 +736,50 @@ impl Shared {
         }
         if let Some(local) = local {
             local.set_lane(task_lane);
+            if last_sink {
+                local.note_frame_ended();
+            }
         }
+        last_sink
+    }
+
+    /// Pushes the task of a pinned node into the inbox, which the frame's
+    /// thread drains, and wakes that thread. Counted in `pinned_pushes`:
+    /// once the task is in the inbox, the frame's thread may run it and
+    /// end the frame while this call is still under way, so it waits for
+    /// the count ([`Shared::pinned_pushes_done`]) before it lets the graph
+    /// go. Rare (only pinned nodes released on other threads), so the two
+    /// read-modify-writes cost little. A raw pointer, as for
+    /// [`Shared::execute`].
+    ///
+    /// # Safety
+    ///
+    /// `this` is the running frame's graph, and `task` the task of a
+    /// pinned node this thread owns.
+    #[cold]
+    unsafe fn push_pinned(this: *const Self, task: TaskRef) {
+        // SAFETY: this thread owns the node, so the frame runs until the
+        // push; after it, the count below keeps the graph.
+        let graph = unsafe { &*this };
+        let pushes = &graph.pinned_pushes;
+        let waker = graph.inputs.waker.clone().expect("set before the roots");
+        // Relaxed: the push's release, which the frame's thread acquires
+        // before it can run the node, publishes the count with it.
+        pushes.fetch_add(1, Ordering::Relaxed);
+        graph.inbox.push(task);
+        waker.wake();
+        // Release: pairs with the Acquire load in `pinned_pushes_done`, so
+        // the push's last touch of the inbox comes before the graph goes.
+        // The last touch of the graph.
+        pushes.fetch_sub(1, Ordering::Release);
+    }
+
+    /// `true` once no node task is still pushing a pinned node
+    /// ([`Shared::push_pinned`]): the frame's thread checks it after the
+    /// frame's latch, before it resets or frees the graph.
+    pub(super) fn pinned_pushes_done(&self) -> bool {
+        // Acquire: pairs with the Release decrement in `push_pinned`.
+        self.pinned_pushes.load(Ordering::Acquire) == 0
     }
 }
 
@@ -724,10 +835,21 @@ pub(super) unsafe fn run_node(header: NonNull<Header>) {
     let index = task.index;
     // SAFETY: the pool handle is set for the frame, which is still running.
     let pool = unsafe { &*graph.inputs.pool };
-    worker::with_current(|local| {
+    let last_sink = worker::with_current(|local| {
         let local = local.filter(|l| ptr::eq(l.shared, pool.shared()));
-        graph.execute(index, local);
+        // SAFETY: the task was queued once for the running frame, so this
+        // thread owns node `index`.
+        unsafe { Shared::execute(task.graph, index, local) }
     });
+    if last_sink {
+        // Out here, where no call holds a reference to the graph: once the
+        // latch is set the frame's thread may reset or free it, which a
+        // reference passed to a running call (`execute`'s `&self`, the
+        // closure's capture) forbids.
+        // SAFETY: the sinks' count is held until this call gives it back,
+        // so the latch is alive; nothing of the graph is touched after.
+        unsafe { Latch::count_down(&*graph.done) };
+    }
 }
 
 /// The `RunFn` of helper tasks: walks the task's list of the running
@@ -747,20 +869,29 @@ pub(super) unsafe fn run_helper(header: NonNull<Header>) {
     let graph = unsafe { &*task.graph };
     // SAFETY: the pool handle is set for the frame, which is still running.
     let pool = unsafe { &*graph.inputs.pool };
-    worker::with_current(|local| {
+    let walked = worker::with_current(|local| {
         // Relaxed: a hint for the frame's thread (`planned.rs`).
         graph.helpers_pending.fetch_sub(1, Ordering::Relaxed);
-        if let Some(local) = local.filter(|l| ptr::eq(l.shared, pool.shared())) {
+        let local = local.filter(|l| ptr::eq(l.shared, pool.shared()));
+        if let Some(local) = local {
             // SAFETY: the frame is running (see above).
             let frame = unsafe { graph.frame_view(Some(local)) };
             graph.walk_plan(task.list as usize, local, &frame, false);
-            if graph.done.count_down() {
+        }
+        local.is_some()
+    });
+    // Out of the closure, as in `run_node`.
+    // SAFETY: this task's count is held until this call gives it back, so
+    // the latch is alive; nothing of the graph is touched after.
+    let ended = unsafe { Latch::count_down(&*graph.done) };
+    if ended && walked {
+        // The context the walk ran in: this thread's, unchanged since.
+        worker::with_current(|local| {
+            if let Some(local) = local {
                 local.note_frame_ended();
             }
-        } else {
-            graph.done.count_down();
-        }
-    });
+        });
+    }
 }
 
 /// Zeroes the borrow counts of a node past its first `INLINE_BORROWS`

@@ -1,5 +1,6 @@
-//! Unit tests of the frame policy: when frames are shared, and how long
-//! threads linger.
+//! Unit tests of the frame policy (when frames are shared, and how long
+//! threads linger), and of what an early-woken worker warms: the code
+//! spans, the data spans and the code sections.
 
 use super::alone::HAND_OVER_MARGIN;
 use super::policy::{
