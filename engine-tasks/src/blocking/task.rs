@@ -69,8 +69,8 @@ impl<T> Completion<T> {
             Outcome::Pending(None) => {
                 *outcome = Outcome::Done(result);
                 drop(outcome);
-                // SAFETY: `self` is alive for the call (the caller's `Arc`
-                // holds it), and the latch's waiter only reads it.
+                // SAFETY: the caller's `Arc` keeps `self`, and the latch,
+                // alive past the call.
                 unsafe { Latch::count_down(&self.done) };
                 self.finished.notify_all();
             }

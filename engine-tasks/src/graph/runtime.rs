@@ -26,14 +26,20 @@
 //!
 //! # Lifetime
 //!
-//! Nodes without successors count down the frame's sinks, and the last
-//! sets the frame's [`Latch`](crate::sync::latch::Latch), which [`Runtime::run_frame`] waits for.
-//! Every node reaches such a sink, so the latch is set only after every
-//! node has released its successors; and a
-//! node touches the graph only before its last release, or while it holds a
-//! node it released (unfinished, so the latch cannot be set). Hence the
-//! borrowed frame data, the pool handle and the graph itself outlive every
-//! access a task makes to them. A frame run alone (`alone.rs`) touches the
+//! Nodes without successors count down the frame's sinks, and the thread
+//! that counts the last gives their count back to the frame's
+//! [`Latch`](crate::sync::latch::Latch), which [`Runtime::run_frame`] waits
+//! for. Every node reaches such a sink, so the latch is set only after
+//! every node has released its successors; and a node touches the graph
+//! only before its last release, or while it holds a node it released
+//! (unfinished, so the latch cannot be set). The one exception, a pinned
+//! node pushed into the frame's inbox by another thread, is counted while
+//! the push runs (`pinned_pushes`), and the frame's thread waits for that
+//! count after the latch. Hence the borrowed frame data, the pool handle
+//! and the graph itself outlive every access a task makes to them. The
+//! calls that may hand over a frame's last node take raw pointers, not
+//! references, since a reference passed to a function must stay valid
+//! until it returns (`Shared::execute`, `sync/latch.rs`). A frame run alone (`alone.rs`) touches the
 //! latch only if it hands over, and then first counts down the sinks that
 //! already ran. In a planned frame each walker counts down the sinks it
 //! ran as it leaves its walk, and the latch also holds one count per

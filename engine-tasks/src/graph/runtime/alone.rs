@@ -607,7 +607,9 @@ impl Shared {
         if sinks_done > 0 {
             // Cannot be the last: the nodes after `ran` have not run, and
             // each reaches a sink.
-            let last = self.finish_sinks(sinks_done);
+            // SAFETY: the sinks that ran here, counted once, on the frame's
+            // thread.
+            let last = unsafe { self.finish_sinks(sinks_done) };
             debug_assert!(!last, "a hand-over leaves sinks to run");
         }
         let released = &mut plan.released;

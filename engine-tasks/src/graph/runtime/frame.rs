@@ -200,7 +200,8 @@ pub(super) struct Shared {
     pub(super) inline_successors: bool,
     /// Read the clock around every node.
     pub(super) timed: bool,
-    /// Sinks still to finish in the frame; the last sets `done`. Each on
+    /// Sinks still to finish in the frame; the thread that counts the last
+    /// gives their count back to `done` (`Shared::count_sinks`). Each on
     /// its own line: sinks count on the first, the frame's thread polls the
     /// second while it waits, and the rest of this struct is read by every
     /// node.
@@ -250,6 +251,11 @@ impl Shared {
         *self.helper_slots.get_mut() = 0;
         *self.walked_ticks.get_mut() = 0;
         *self.sinks_left.get_mut() = sinks;
+        debug_assert_eq!(
+            *self.pinned_pushes.get_mut(),
+            0,
+            "a pinned push outlived its frame"
+        );
         self.done = CachePadded::new(Latch::new(1));
     }
 
@@ -463,11 +469,15 @@ impl Shared {
     /// and once the latch is set the frame's thread may reset or free the
     /// graph. A node task counts with `count_sinks` and leaves the
     /// count-down to `run_node`, after its last reference to the graph.
+    ///
+    /// # Safety
+    ///
+    /// The `n` sinks are the caller's, of the running frame, and the caller
+    /// is a helper task's walk or the frame's thread (see above).
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
-    pub(super) fn finish_sinks(&self, n: usize) -> bool {
-        // SAFETY: forwarded from the caller, who counts its own sinks of the
-        // running frame.
+    pub(super) unsafe fn finish_sinks(&self, n: usize) -> bool {
+        // SAFETY: forwarded from the caller.
         let last = unsafe { Self::count_sinks(self, n) };
         if last {
             // SAFETY: the sinks' count is held until now, so the latch is
@@ -677,7 +687,9 @@ impl Shared {
 
             let successors = graph.successors_of(index);
             if successors.is_empty() {
-                // The last touch of the graph (module docs).
+                // The last touch of the graph (module docs) but for the
+                // latch's count-down, which `run_node` makes if this was the
+                // last sink.
                 // SAFETY: `index` is this thread's sink, counted once.
                 last_sink = unsafe { Self::count_sinks(this, 1) };
                 break;
@@ -827,28 +839,33 @@ impl Pushed {
 /// `execute` for the running frame.
 #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
 pub(super) unsafe fn run_node(header: NonNull<Header>) {
+    // Raw pointers and copies only: the closure below is an argument of a
+    // call that lasts as long as `execute`, and a reference it captured (to
+    // the task, in the graph; to the caller's pool handle) would have to
+    // stay valid that long, while the frame may end, and the graph and the
+    // handle go, once `execute` has handed over its last node.
     // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
-    // outlives the frame's unfinished nodes (module docs).
-    let task = unsafe { header.cast::<NodeTask>().as_ref() };
-    // SAFETY: as above.
-    let graph = unsafe { &*task.graph };
-    let index = task.index;
+    // outlives the frame's unfinished nodes (module docs), this one among
+    // them.
+    let (graph, index) = unsafe {
+        let task = header.cast::<NodeTask>().as_ptr();
+        ((*task).graph, (*task).index)
+    };
     // SAFETY: the pool handle is set for the frame, which is still running.
-    let pool = unsafe { &*graph.inputs.pool };
-    let last_sink = worker::with_current(|local| {
-        let local = local.filter(|l| ptr::eq(l.shared, pool.shared()));
+    let pool: *const PoolShared = unsafe { (*(*graph).inputs.pool).shared() };
+    let last_sink = worker::with_current(move |local| {
+        let local = local.filter(|l| ptr::eq(l.shared, pool));
         // SAFETY: the task was queued once for the running frame, so this
         // thread owns node `index`.
-        unsafe { Shared::execute(task.graph, index, local) }
+        unsafe { Shared::execute(graph, index, local) }
     });
     if last_sink {
         // Out here, where no call holds a reference to the graph: once the
         // latch is set the frame's thread may reset or free it, which a
-        // reference passed to a running call (`execute`'s `&self`, the
-        // closure's capture) forbids.
+        // reference passed to a running call forbids.
         // SAFETY: the sinks' count is held until this call gives it back,
         // so the latch is alive; nothing of the graph is touched after.
-        unsafe { Latch::count_down(&*graph.done) };
+        unsafe { Latch::count_down(&*(*graph).done) };
     }
 }
 

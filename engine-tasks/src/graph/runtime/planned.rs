@@ -428,7 +428,9 @@ impl Shared {
         // The frame's latch also waits for every helper to leave, so the
         // graph outlives this walk.
         if sinks > 0 {
-            self.finish_sinks(sinks);
+            // SAFETY: this walker's sinks; a helper's own count keeps the
+            // latch from being set here, and the frame's thread owns it.
+            unsafe { self.finish_sinks(sinks) };
         }
         local.set_lane(outer_lane);
         // Relaxed, both: a helper's count-down of the frame's latch, after
