@@ -435,9 +435,12 @@ impl BlockingPoolHandle {
     /// ```
     pub fn metrics(&self) -> BlockingMetrics {
         let m = &self.inner.metrics;
-        // Relaxed: statistics, each written under the state lock.
+        // Acquire, first: pairs with the Release store in `sync_counts`,
+        // so the counts below are at least as new as the thread count. The
+        // rest Relaxed: statistics, each written under the state lock.
+        let threads = m.threads.load(Ordering::Acquire);
         BlockingMetrics {
-            threads: m.threads.load(Ordering::Relaxed),
+            threads,
             idle_threads: m.idle.load(Ordering::Relaxed),
             queued: m.queued.load(Ordering::Relaxed),
             completed: m.completed.load(Ordering::Relaxed),
@@ -563,10 +566,14 @@ impl Inner {
     fn sync_counts(&self, state: &State) {
         let m = &self.metrics;
         // Relaxed: statistics; the lock orders the writers.
-        m.threads.store(state.threads, Ordering::Relaxed);
         m.idle.store(state.wakeups.idle, Ordering::Relaxed);
         m.queued.store(state.queue.len(), Ordering::Relaxed);
         m.peak.fetch_max(state.threads, Ordering::Relaxed);
+        // Release, last: pairs with the Acquire load in `metrics`, so a
+        // reader that sees this thread count sees the counts stored with
+        // it or later ones (Miri showed a reader seeing no threads but
+        // one idle, with Relaxed stores).
+        m.threads.store(state.threads, Ordering::Release);
         instrument::blocking_threads(state.threads);
     }
 
