@@ -39,9 +39,10 @@
 //! and the graph itself outlive every access a task makes to them. The
 //! calls that may hand over a frame's last node take raw pointers, not
 //! references, since a reference passed to a function must stay valid
-//! until it returns (`Shared::execute`, `sync/latch.rs`). A frame run alone (`alone.rs`) touches the
-//! latch only if it hands over, and then first counts down the sinks that
-//! already ran. In a planned frame each walker counts down the sinks it
+//! until it returns (`Shared::execute`, `sync/latch.rs`).
+//!
+//! A frame run alone (`alone.rs`) touches the latch only if it hands over,
+//! and then first counts down the sinks that already ran. In a planned frame each walker counts down the sinks it
 //! ran as it leaves its walk, and the latch also holds one count per
 //! helper task, which each gives back as its last touch of the graph; the
 //! frame's thread runs any helper task still queued once its own walk is
