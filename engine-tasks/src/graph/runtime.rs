@@ -33,9 +33,8 @@
 //! every node has released its successors; and a node touches the graph
 //! only before its last release, or while it holds a node it released
 //! (unfinished, so the latch cannot be set). The one exception, a pinned
-//! node pushed into the frame's inbox by another thread, is counted while
-//! the push runs (`pinned_pushes`), and the frame's thread waits for that
-//! count after the latch. Hence the borrowed frame data, the pool handle
+//! node pushed into the frame's inbox by another thread, holds a latch
+//! count of its own while the push runs (`Shared::push_pinned`). Hence the borrowed frame data, the pool handle
 //! and the graph itself outlive every access a task makes to them. The
 //! calls that may hand over a frame's last node take raw pointers, not
 //! references, since a reference passed to a function must stay valid
@@ -698,11 +697,6 @@ impl Runtime {
             None => {
                 crate::pool::wait::wait_without_slot(pool_shared, &shared.done, Some(&shared.inbox))
             }
-        }
-        // A node task may still be in its push of a pinned node, a few
-        // instructions from its end (`Shared::push_pinned`).
-        while !shared.pinned_pushes_done() {
-            std::thread::yield_now();
         }
         (sharing, ran_alone)
     }

@@ -208,12 +208,6 @@ pub(super) struct Shared {
     pub(super) sinks_left: CachePadded<AtomicUsize>,
     pub(super) done: CachePadded<Latch>,
     pub(super) inbox: TaskQueue,
-    /// Pushes of pinned nodes into `inbox` by node tasks still under way:
-    /// once such a node is in the inbox the frame's thread may run it and
-    /// end the frame before the push returns, so the frame's thread waits
-    /// for this count to drop to zero before it lets the graph go
-    /// (`Shared::pinned_pushes_done`).
-    pub(super) pinned_pushes: AtomicUsize,
     pub(super) failed: AtomicBool,
     pub(super) inputs: FrameInputs,
     pub(super) gates: Gates,
@@ -251,11 +245,6 @@ impl Shared {
         *self.helper_slots.get_mut() = 0;
         *self.walked_ticks.get_mut() = 0;
         *self.sinks_left.get_mut() = sinks;
-        debug_assert_eq!(
-            *self.pinned_pushes.get_mut(),
-            0,
-            "a pinned push outlived its frame"
-        );
         self.done = CachePadded::new(Latch::new(1));
     }
 
@@ -660,8 +649,8 @@ impl Shared {
     /// it returns (`sync/latch.rs`). `graph` below is a local reference,
     /// used only while this thread owns a node of the frame; the calls that
     /// may hand over the last node take raw pointers too
-    /// ([`Shared::release`], [`Shared::count_sinks`]), or count it in
-    /// [`Shared::pinned_pushes`].
+    /// ([`Shared::release`], [`Shared::count_sinks`],
+    /// [`Shared::push_pinned`]).
     ///
     /// # Safety
     ///
@@ -713,7 +702,13 @@ impl Shared {
                         next = Some(s);
                     } else {
                         // SAFETY: this thread owns the pinned node `s`.
-                        unsafe { Self::push_pinned(this, task) };
+                        if unsafe { Self::push_pinned(this, task) } {
+                            // It set the latch: nothing of the graph is
+                            // touched after; `local` is the pool's.
+                            if let Some(local) = local {
+                                local.note_frame_ended();
+                            }
+                        }
                     }
                 } else if inline && succ.lane <= lane {
                     next = Some(s);
@@ -756,42 +751,33 @@ impl Shared {
     }
 
     /// Pushes the task of a pinned node into the inbox, which the frame's
-    /// thread drains, and wakes that thread. Counted in `pinned_pushes`:
-    /// once the task is in the inbox, the frame's thread may run it and
-    /// end the frame while this call is still under way, so it waits for
-    /// the count ([`Shared::pinned_pushes_done`]) before it lets the graph
-    /// go. Rare (only pinned nodes released on other threads), so the two
-    /// read-modify-writes cost little. A raw pointer, as for
-    /// [`Shared::execute`].
+    /// thread drains, and wakes that thread. Once the task is in the inbox
+    /// the frame's thread may run it and end the frame while this call is
+    /// still under way, so the push holds a count of the frame's latch of
+    /// its own: taken while the node it pushes keeps the sinks' count
+    /// held, given back (raw, after the last touch) once the push is done.
+    /// Rare (only pinned nodes released on other threads), so the two
+    /// read-modify-writes cost little. `true` if giving the count back set
+    /// the latch. A raw pointer, as for [`Shared::execute`].
     ///
     /// # Safety
     ///
     /// `this` is the running frame's graph, and `task` the task of a
     /// pinned node this thread owns.
     #[cold]
-    unsafe fn push_pinned(this: *const Self, task: TaskRef) {
+    unsafe fn push_pinned(this: *const Self, task: TaskRef) -> bool {
         // SAFETY: this thread owns the node, so the frame runs until the
-        // push; after it, the count below keeps the graph.
+        // push; after it, the push's own latch count keeps the graph.
         let graph = unsafe { &*this };
-        let pushes = &graph.pinned_pushes;
         let waker = graph.inputs.waker.clone().expect("set before the roots");
-        // Relaxed: the push's release, which the frame's thread acquires
-        // before it can run the node, publishes the count with it.
-        pushes.fetch_add(1, Ordering::Relaxed);
+        // The node is unfinished, so a sink is, and the latch holds the
+        // sinks' count: it cannot be set meanwhile.
+        graph.done.increment();
         graph.inbox.push(task);
         waker.wake();
-        // Release: pairs with the Acquire load in `pinned_pushes_done`, so
-        // the push's last touch of the inbox comes before the graph goes.
         // The last touch of the graph.
-        pushes.fetch_sub(1, Ordering::Release);
-    }
-
-    /// `true` once no node task is still pushing a pinned node
-    /// ([`Shared::push_pinned`]): the frame's thread checks it after the
-    /// frame's latch, before it resets or frees the graph.
-    pub(super) fn pinned_pushes_done(&self) -> bool {
-        // Acquire: pairs with the Release decrement in `push_pinned`.
-        self.pinned_pushes.load(Ordering::Acquire) == 0
+        // SAFETY: the count taken above keeps the latch alive until now.
+        unsafe { Latch::count_down(&*graph.done) }
     }
 }
 

@@ -55,7 +55,6 @@ impl Shared {
             sinks_left: CachePadded::new(AtomicUsize::new(0)),
             done: CachePadded::new(Latch::new(1)),
             inbox: TaskQueue::new(),
-            pinned_pushes: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
             inputs: FrameInputs {
                 data: None,
