@@ -30,9 +30,14 @@
 //! (which takes longer than a frame) never sits in the gap before an
 //! analysed frame; paced, every frame is, in the sleep after it.
 //!
+//! With `sleep-until` as a third argument, the graph's frames wait for
+//! their tick with the graph's own `TaskGraph::sleep_until`, which warms
+//! the frame before the tick, instead of a plain sleep.
+//!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_breakdown
 //! -- [nanoseconds of work per node, default 1000] [rate in Hz, 0 for back
-//! to back; default: 0, 30, 60 and 240 in turn]`
+//! to back; default: 0, 30, 60 and 240 in turn] [sleep or sleep-until,
+//! default sleep]`
 
 use engine_tasks::{FrameStats, NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
@@ -110,15 +115,29 @@ fn main() {
         Some(rate) => vec![Pacing::from_hz(rate.parse().expect("a rate in Hz"))],
         None => Pacing::ALL.to_vec(),
     };
+    let wait = match args.next().as_deref() {
+        None | Some("sleep") => Wait::Sleep,
+        Some("sleep-until") => Wait::SleepUntil,
+        Some(other) => panic!("the wait is `sleep` or `sleep-until`, not `{other}`"),
+    };
     for pacing in pacings {
-        run(nanos, pacing);
+        run(nanos, pacing, wait);
     }
+}
+
+/// How a paced frame of the graph waits for its tick.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// `std::thread::sleep`.
+    Sleep,
+    /// `TaskGraph::sleep_until`.
+    SleepUntil,
 }
 
 /// Runs and analyses the frames at `pacing`: back to back, every eighth of
 /// 16,000 frames; paced, every frame of 300 (the analysis fits in the
 /// sleep before the next).
-fn run(nanos: u64, pacing: Pacing) {
+fn run(nanos: u64, pacing: Pacing, wait: Wait) {
     let deps = benchmark_dag();
     let work = Work::nanos(nanos);
     let works = vec![work; deps.len()];
@@ -131,7 +150,14 @@ fn run(nanos: u64, pacing: Pacing) {
     let mut pacer = Pacer::new(pacing);
     let mut frames = Vec::new();
     for frame in 0..total {
-        pacer.wait();
+        match (wait, pacer.next_tick()) {
+            (Wait::SleepUntil, Some(tick)) => graph.sleep_until(&pool, tick),
+            (_, tick) => {
+                if let Some(tick) = tick {
+                    std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+                }
+            }
+        }
         let stats = graph.run(&pool.handle(), &()).expect("no node panics");
         if frame >= warm_up && frame % every == every - 1 {
             frames.push(breakdown(stats));
@@ -151,9 +177,14 @@ fn run(nanos: u64, pacing: Pacing) {
     let gaps = [of(|b| b.gaps[0]), of(|b| b.gaps[1])];
     let counts = [of(|b| b.gap_count[0]), of(|b| b.gap_count[1])];
     println!(
-        "\n{} nodes x {nanos} ns, {}, medians of {} frames (µs)",
+        "\n{} nodes x {nanos} ns, {}{}, medians of {} frames (µs)",
         deps.len(),
         pacing.label(),
+        if wait == Wait::SleepUntil && pacing != Pacing::BackToBack {
+            ", sleep_until"
+        } else {
+            ""
+        },
         frames.len()
     );
     println!("wall        {:8.1}", of(|b| b.wall));

@@ -16,7 +16,10 @@
 //! 2. `dag256-paced/<work>/<rate>`: the same DAG paced as a game loop runs
 //!    it, at 30, 60 and 240 Hz: each frame is timed alone, then the runner
 //!    sleeps until the next tick, so every pool's threads park between
-//!    frames. Peers: bevy_ecs's multi-threaded and single-threaded
+//!    frames. `engine-tasks-sleep-until` waits for each tick with the
+//!    graph's own `TaskGraph::sleep_until`, which warms the frame shortly
+//!    before it, where every other runner sleeps plainly; `engine-tasks`
+//!    sleeps plainly too. Peers: bevy_ecs's multi-threaded and single-threaded
 //!    executors, the rayon scope,
 //!    the same runner on a global-queue pool (`global-queue`), and the
 //!    sequential loop. `paced_frames` prints the same cases as ratios to
@@ -33,8 +36,8 @@ use criterion::{
 };
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, paced_times, threads,
-    GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
+    benchmark_dag, bevy_schedule, graph_of, init_bevy_pool, paced_iters, paced_iters_waiting,
+    paced_times, threads, GlobalQueueDag, GlobalQueuePool, Pacer, Pacing, RayonDag, Work,
 };
 use std::time::Duration;
 
@@ -189,6 +192,22 @@ fn dag256_paced(c: &mut Criterion) {
                     paced_iters(&mut p, iters, || {
                         graph.run(&pool, &()).unwrap();
                     })
+                })
+            });
+            // The same graph waiting with its own `sleep_until`, which
+            // warms the frame before the tick.
+            let mut p = pacer();
+            group.bench_function("engine-tasks-sleep-until", |b| {
+                b.iter_custom(|iters| {
+                    paced_iters_waiting(
+                        &mut p,
+                        iters,
+                        &mut graph,
+                        |graph, tick| graph.sleep_until(&pool, tick),
+                        |graph| {
+                            graph.run(&pool, &()).unwrap();
+                        },
+                    )
                 })
             });
             let mut p = pacer();

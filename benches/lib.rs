@@ -469,17 +469,33 @@ impl Pacer {
 
     /// Sleeps until the next tick (back to back: returns at once).
     pub fn wait(&mut self) {
-        let Some(period) = self.period else { return };
-        let now = std::time::Instant::now();
-        self.next = (self.next + period).max(now);
-        std::thread::sleep(self.next - now);
+        if let Some(tick) = self.next_tick() {
+            std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+
+    /// The next tick, as [`Pacer::wait`] picks it, for a wait of the
+    /// caller's own (`TaskGraph::sleep_until`); `None` back to back.
+    pub fn next_tick(&mut self) -> Option<std::time::Instant> {
+        let period = self.period?;
+        self.next = (self.next + period).max(std::time::Instant::now());
+        Some(self.next)
     }
 
     /// Sleeps until the next tick of the grid that is still ahead, as a
     /// vsync wait does: a tick missed while the caller was busy elsewhere
     /// is skipped, not run at once (back to back: returns at once).
     pub fn wait_for_grid(&mut self) {
-        let Some(period) = self.period else { return };
+        if let Some(tick) = self.next_on_grid() {
+            std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+
+    /// The next tick of the grid that is still ahead, as
+    /// [`Pacer::wait_for_grid`] picks it, for a wait of the caller's own
+    /// (`TaskGraph::sleep_until`); `None` back to back.
+    pub fn next_on_grid(&mut self) -> Option<std::time::Instant> {
+        let period = self.period?;
         let now = std::time::Instant::now();
         self.next += period;
         if self.next <= now {
@@ -487,7 +503,7 @@ impl Pacer {
             let missed = behind / period.as_nanos() + 1;
             self.next += period * missed as u32;
         }
-        std::thread::sleep(self.next - now);
+        Some(self.next)
     }
 }
 
@@ -525,6 +541,29 @@ pub fn paced_iters(pacer: &mut Pacer, iters: u64, mut frame: impl FnMut()) -> st
         pacer.wait_for_grid();
         let start = std::time::Instant::now();
         frame();
+        total += start.elapsed();
+    }
+    total
+}
+
+/// [`paced_iters`], each frame's wait until its tick done by `wait`
+/// (given `runner` and the tick) instead of a plain sleep: an engine-tasks
+/// graph's `sleep_until`, which warms the frame before the tick. Back to
+/// back `wait` is not called.
+pub fn paced_iters_waiting<R>(
+    pacer: &mut Pacer,
+    iters: u64,
+    runner: &mut R,
+    mut wait: impl FnMut(&mut R, std::time::Instant),
+    mut frame: impl FnMut(&mut R),
+) -> std::time::Duration {
+    let mut total = std::time::Duration::ZERO;
+    for _ in 0..iters {
+        if let Some(tick) = pacer.next_on_grid() {
+            wait(runner, tick);
+        }
+        let start = std::time::Instant::now();
+        frame(runner);
         total += start.elapsed();
     }
     total

@@ -1479,3 +1479,68 @@ fn an_unclocked_graph_reports_zero_times_in_every_kind_of_frame() {
     }
     assert_every_kind_of_frame_in(&seen);
 }
+
+/// A graph of `nodes` independent nodes of `spin` each, whose runs are
+/// counted in `runs`.
+fn counted_graph(runs: &Arc<Vec<AtomicUsize>>, spin: Duration) -> TaskGraph<()> {
+    let mut builder = TaskGraph::<()>::builder();
+    for i in 0..runs.len() {
+        let runs = runs.clone();
+        builder.node(format!("n{i}"), Lane::FrameCritical, move |_| {
+            spin_for(spin);
+            // Relaxed: read after the frame, which its end orders.
+            runs[i].fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    builder.build().unwrap()
+}
+
+/// `sleep_until` as a frame limiter: it never returns before its
+/// deadline, a deadline already past returns (a frame that overran its
+/// tick), and the frames after it, light ones run alone and heavy ones
+/// shared, run every node once.
+#[test]
+fn sleep_until_wakes_no_sooner_than_its_deadline_and_frames_after_it_run_every_node() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        let runs = Arc::new((0..32).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>());
+        let mut graph = counted_graph(&runs, spin);
+        let period = Duration::from_millis(2);
+        let mut tick = Instant::now();
+        let frames = 24;
+        for frame in 0..frames {
+            tick += period;
+            if frame % 8 == 7 {
+                // Overran: the tick is past.
+                tick = Instant::now() - period;
+            }
+            graph.sleep_until(&pool, tick);
+            assert!(Instant::now() >= tick, "frame {frame} woke before its tick");
+            graph.run(&pool, &()).unwrap();
+        }
+        for (i, count) in runs.iter().enumerate() {
+            assert_eq!(
+                count.load(Ordering::Relaxed),
+                frames,
+                "node {i}, spin {spin:?}"
+            );
+        }
+    }
+}
+
+/// A graph moved after its last frame warms the addresses it had before
+/// the move (hints only), and its frames still run every node.
+#[test]
+fn sleep_until_on_a_moved_graph_still_runs_every_node() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let runs = Arc::new((0..16).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>());
+    let mut graph = counted_graph(&runs, Duration::ZERO);
+    graph.run(&pool, &()).unwrap();
+    let mut moved = vec![graph];
+    let mut graph = Box::new(moved.pop().unwrap());
+    for _ in 0..3 {
+        graph.sleep_until(&pool, Instant::now() + Duration::from_millis(1));
+        graph.run(&pool, &()).unwrap();
+    }
+    assert!(runs.iter().all(|count| count.load(Ordering::Relaxed) == 4));
+}

@@ -299,7 +299,10 @@ fn main() {
             next_frame += period;
             let now = Instant::now();
             if next_frame > now {
-                std::thread::sleep(next_frame - now);
+                // The frame limiter: sleeps until the tick, and brings the
+                // graph's code and data back into this core's caches just
+                // before it.
+                graph.sleep_until(pool, next_frame);
             } else {
                 // Running late: do not try to catch up with a burst.
                 next_frame = now;

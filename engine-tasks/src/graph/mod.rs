@@ -88,6 +88,14 @@
 //! started), then sleeps until another walker finishes a node or such a task is
 //! pushed.
 //!
+//! # Paced loops
+//!
+//! A game that sleeps until its next tick between frames finds the engine's
+//! code and the graph's data cold when it wakes. The pool's workers wake
+//! just before a forecast frame and warm their own cores;
+//! [`TaskGraph::sleep_until`], used in place of the loop's own sleep, wakes
+//! the frame's thread shortly before the tick and warms its core too.
+//!
 //! # What the frame's thread runs while it waits
 //!
 //! Its pinned nodes first (a planned frame has none), then any task of the
@@ -186,6 +194,7 @@ use runtime::Runtime;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::time::Instant;
 
 /// The order in which ready nodes are queued.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -305,6 +314,49 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
         // in `C`), which is `Sync`; `resources` is found as the last build
         // declared (`TaskGraphBuilder::build_into`).
         unsafe { self.runtime.run_frame(pool, data, resources) }
+    }
+
+    /// Sleeps until `deadline`, the next tick of a paced loop (a frame
+    /// limiter), and brings this graph's frame back into the calling
+    /// thread's caches shortly before it: use it in place of
+    /// [`std::thread::sleep`] before [`run`](Self::run).
+    ///
+    /// After a sleep of a frame's period a core keeps little of what the
+    /// frame touched, and a frame that starts cold fetches the engine's code
+    /// and the graph's data one line after another. This wakes 300 µs before
+    /// `deadline`, asks for those lines all at once (prefetch hints, which
+    /// change nothing in memory), and sleeps the rest. What that gains
+    /// depends on how much the machine's caches lose across a sleep;
+    /// `docs/performance/paced-cold-start.md` measures it, and the
+    /// `warm_ahead` benchmark measures it on yours.
+    ///
+    /// Returns at once, without warming, if `deadline` has passed: the
+    /// frame before overran its tick, and its code is still warm. It
+    /// returns no sooner than `deadline` otherwise, and as late as the
+    /// system's sleeps are; nothing else runs on this thread meanwhile. It
+    /// allocates nothing. Warming one graph warms the engine's code for
+    /// every graph; the data is this graph's.
+    ///
+    /// ```
+    /// use engine_tasks::{Lane, Pool, TaskGraph};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let mut builder = TaskGraph::<()>::builder();
+    /// builder.node("simulate", Lane::FrameCritical, |_| {});
+    /// let mut graph = builder.build().unwrap();
+    /// let pool = Pool::builder().threads(1).build().unwrap();
+    ///
+    /// let period = Duration::from_secs_f64(1.0 / 240.0);
+    /// let mut tick = Instant::now();
+    /// for _ in 0..3 {
+    ///     tick += period;
+    ///     graph.sleep_until(&pool, tick);
+    ///     assert!(Instant::now() >= tick);
+    ///     graph.run(&pool, &()).unwrap();
+    /// }
+    /// ```
+    pub fn sleep_until(&self, pool: &PoolHandle, deadline: Instant) {
+        self.runtime.sleep_until(pool, deadline);
     }
 
     /// The statistics of the last frame run.

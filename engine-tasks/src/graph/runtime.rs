@@ -59,6 +59,7 @@ mod memory;
 mod planned;
 mod policy;
 mod rebuild;
+mod warm_ahead;
 
 use frame::{Caches, FrameView, Shared, NONE};
 pub(crate) use policy::ShareThreshold;
@@ -91,10 +92,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 thread_local! {
-    /// When this thread last ended a frame of any graph, in ticks (0:
-    /// never): a frame that starts `COLD_CODE_NANOS` after it warms the
-    /// engine's code, which the frames of any graph share.
-    static LAST_FRAME_END: Cell<u64> = const { Cell::new(0) };
+    /// When this thread last ended a frame of any graph or warmed one
+    /// ahead of its tick (`warm_ahead.rs`), in ticks (0: never): a frame
+    /// that starts `COLD_CODE_NANOS` after it warms the engine's code,
+    /// which the frames of any graph share.
+    static FRAME_CODE_USED: Cell<u64> = const { Cell::new(0) };
 }
 
 /// What `prepare_frame` decided and measured, for the rest of the frame.
@@ -419,7 +421,7 @@ impl Runtime {
         // caches: ask for all of it at once, before the frame misses on it
         // line by line (`sync/prefetch.rs`).
         let cold_code_ticks = (prefetch::COLD_CODE_NANOS / self.rate.nanos_per_tick()) as u64;
-        if clock::ticks().saturating_sub(LAST_FRAME_END.get()) >= cold_code_ticks {
+        if clock::ticks().saturating_sub(FRAME_CODE_USED.get()) >= cold_code_ticks {
             CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
@@ -773,7 +775,7 @@ impl Runtime {
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
-        LAST_FRAME_END.set(end_tick);
+        FRAME_CODE_USED.set(end_tick);
         // Relaxed: the frame latch's acquire ordered every node's writes.
         if self.shared_mut().failed.load(Ordering::Relaxed) {
             return Err(self.frame_error(start.number));
