@@ -30,9 +30,9 @@
 //! (which takes longer than a frame) never sits in the gap before an
 //! analysed frame; paced, every frame is, in the sleep after it.
 //!
-//! With `sleep-until` as a third argument, the graph's frames wait for
-//! their tick with the graph's own `TaskGraph::sleep_until`, which warms
-//! the frame before the tick, instead of a plain sleep.
+//! With `sleep-until` as a third argument (after a rate), the graph's
+//! frames wait for their tick with the graph's own `TaskGraph::sleep_until`,
+//! which warms the frame before the tick, instead of a plain sleep.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin frame_breakdown
 //! -- [nanoseconds of work per node, default 1000] [rate in Hz, 0 for back
@@ -41,7 +41,7 @@
 
 use engine_tasks::{FrameStats, NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Work,
+    benchmark_dag, graph_of, greedy_two_thread_schedule, median, threads, Pacer, Pacing, Wait, Work,
 };
 
 const FRAMES: usize = 16_000;
@@ -125,15 +125,6 @@ fn main() {
     }
 }
 
-/// How a paced frame of the graph waits for its tick.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    /// `std::thread::sleep`.
-    Sleep,
-    /// `TaskGraph::sleep_until`.
-    SleepUntil,
-}
-
 /// Runs and analyses the frames at `pacing`: back to back, every eighth of
 /// 16,000 frames; paced, every frame of 300 (the analysis fits in the
 /// sleep before the next).
@@ -150,13 +141,8 @@ fn run(nanos: u64, pacing: Pacing, wait: Wait) {
     let mut pacer = Pacer::new(pacing);
     let mut frames = Vec::new();
     for frame in 0..total {
-        match (wait, pacer.next_tick()) {
-            (Wait::SleepUntil, Some(tick)) => graph.sleep_until(&pool, tick),
-            (_, tick) => {
-                if let Some(tick) = tick {
-                    std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
-                }
-            }
+        if let Some(tick) = pacer.next_tick() {
+            wait.until(tick, &graph, &pool);
         }
         let stats = graph.run(&pool.handle(), &()).expect("no node panics");
         if frame >= warm_up && frame % every == every - 1 {

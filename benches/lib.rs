@@ -546,6 +546,41 @@ pub fn paced_iters(pacer: &mut Pacer, iters: u64, mut frame: impl FnMut()) -> st
     total
 }
 
+/// How a paced frame of an engine-tasks graph waits for its tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// `std::thread::sleep` until the tick, as every peer's frames wait.
+    Sleep,
+    /// A sleep until 300 µs before the tick, then one until the tick, with
+    /// nothing between them: `SleepUntil` without its warming.
+    TwoSleeps,
+    /// `TaskGraph::sleep_until`, which warms the frame before the tick.
+    SleepUntil,
+}
+
+impl Wait {
+    /// Waits for `tick` this way, `graph`'s frame next on `pool`.
+    pub fn until<C: ?Sized + Sync>(
+        self,
+        tick: std::time::Instant,
+        graph: &engine_tasks::TaskGraph<C>,
+        pool: &engine_tasks::PoolHandle,
+    ) {
+        let sleep_to = |to: std::time::Instant| {
+            std::thread::sleep(to.saturating_duration_since(std::time::Instant::now()));
+        };
+        match self {
+            Wait::Sleep => sleep_to(tick),
+            Wait::TwoSleeps => {
+                let lead = std::time::Duration::from_micros(300);
+                sleep_to(tick.checked_sub(lead).unwrap_or(tick));
+                sleep_to(tick);
+            }
+            Wait::SleepUntil => graph.sleep_until(pool, tick),
+        }
+    }
+}
+
 /// [`paced_iters`], each frame's wait until its tick done by `wait`
 /// (given `runner` and the tick) instead of a plain sleep: an engine-tasks
 /// graph's `sleep_until`, which warms the frame before the tick. Back to

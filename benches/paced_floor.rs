@@ -18,9 +18,10 @@
 //! wakes on its own timer before each tick and spins until the frame
 //! starts, as in `parallel_ceiling`.
 //!
-//! Each round runs two engine blocks: one whose frames wait for their tick
-//! with a plain sleep, as the other blocks do, then one whose frames wait
-//! with `TaskGraph::sleep_until`, which warms the frame before the tick.
+//! Each round runs two engine blocks, which take turns going first: one
+//! whose frames wait for their tick with a plain sleep, as the other
+//! blocks do, and one whose frames wait with `TaskGraph::sleep_until`,
+//! which warms the frame before the tick.
 //!
 //! With a fourth argument `LINES` above 0, a fourth block runs the fixed
 //! schedule again, each node touching `LINES` more cache lines just
@@ -43,22 +44,13 @@
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, graph_of, greedy_two_thread_schedule, median, run_list, threads, Pacer, Pacing,
-    Work,
+    Wait, Work,
 };
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How an engine block's frames wait for their tick.
-#[derive(Clone, Copy)]
-enum Wait {
-    /// `std::thread::sleep`, as the other blocks do.
-    Sleep,
-    /// `TaskGraph::sleep_until`, which warms the frame before the tick.
-    SleepUntil,
-}
 
 /// Frames per block.
 const BLOCK: usize = 40;
@@ -216,7 +208,7 @@ impl FixedHelper {
 struct Frames {
     engine: Vec<f64>,
     /// Engine frames that waited with `TaskGraph::sleep_until`.
-    engine_warmed: Vec<f64>,
+    engine_sleep_until: Vec<f64>,
     fixed: Vec<f64>,
     /// The fixed schedule touching the footprint's lines.
     touching: Vec<f64>,
@@ -317,20 +309,20 @@ fn main() {
     let touching = (lines > 0).then(|| fixed_with(Some(Arc::new(Footprint::new(lines, nodes)))));
     let mut frames = Frames::default();
     let mut round = 0u64;
-    for _ in 0..rounds {
-        for (wait, times) in [
+    for turn in 0..rounds {
+        // The two engine blocks take turns going first.
+        let mut engine_blocks = [
             (Wait::Sleep, &mut frames.engine),
-            (Wait::SleepUntil, &mut frames.engine_warmed),
-        ] {
+            (Wait::SleepUntil, &mut frames.engine_sleep_until),
+        ];
+        if turn % 2 == 1 {
+            engine_blocks.reverse();
+        }
+        for (wait, times) in engine_blocks {
             let mut pacer = Pacer::new(pacing);
             for frame in 0..BLOCK {
                 let tick = pacer.next_tick().expect("paced");
-                match wait {
-                    Wait::Sleep => {
-                        std::thread::sleep(tick.saturating_duration_since(Instant::now()))
-                    }
-                    Wait::SleepUntil => graph.sleep_until(&pool, tick),
-                }
+                wait.until(tick, &graph, &pool);
                 let start = Instant::now();
                 graph.run(&pool, &()).expect("no node panics");
                 if frame >= ENGINE_WARM_UP {
@@ -379,7 +371,7 @@ fn main() {
         engine / bound,
         over(engine)
     );
-    let warmed = median(frames.engine_warmed.clone());
+    let warmed = median(frames.engine_sleep_until.clone());
     println!(
         "  with sleep_until      {warmed:8.1} µs ({:.2}x, {:.0} ns a node over)",
         warmed / bound,

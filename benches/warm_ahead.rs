@@ -15,8 +15,10 @@
 //! critical path first) on the default pool's size. Each case prints the
 //! median frame time per wait, how late each kind of wait woke past its
 //! tick, and the CPU time the wait itself took on the frame's thread
-//! (`cpu`: the warming's cost, with the system's cost of a sleep). Back to back every wait returns at once (its tick is now), which
-//! shows that `sleep_until` costs nothing when there is no gap.
+//! (`cpu`: the warming's cost, with the system's cost of a sleep; read
+//! with a system call after the wait, before the frame, in every kind).
+//! Back to back every wait returns at once (its tick is now), which shows
+//! that `sleep_until` costs nothing when there is no gap.
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin warm_ahead --
 //! [ns of work per node, comma-separated; default 0,1000] [rates in Hz,
@@ -24,32 +26,16 @@
 //! case, default 900]`
 
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
-use engine_tasks_benches::{benchmark_dag, graph_of, median, thread_cpu_nanos_of, threads, Work};
+use engine_tasks_benches::{
+    benchmark_dag, graph_of, median, thread_cpu_nanos_of, threads, Wait, Work,
+};
 use std::time::{Duration, Instant};
 
 /// Frames run before a case's frames are timed: the graph's forecasts and
 /// plan settle, and the pool learns the loop's rate.
 const WARM_UP: usize = 60;
-/// `two sleeps`' first sleep ends this long before the tick, as
-/// `sleep_until`'s does.
-const LEAD: Duration = Duration::from_micros(300);
-
-/// The waits compared (module docs).
-#[derive(Clone, Copy)]
-enum Wait {
-    Plain,
-    TwoSleeps,
-    SleepUntil,
-}
-
-const WAITS: [Wait; 3] = [Wait::Plain, Wait::TwoSleeps, Wait::SleepUntil];
-
-fn sleep_to(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now {
-        std::thread::sleep(deadline - now);
-    }
-}
+/// The waits compared, in the order they are printed.
+const WAITS: [Wait; 3] = [Wait::Sleep, Wait::TwoSleeps, Wait::SleepUntil];
 
 fn list<T: std::str::FromStr>(arg: Option<String>, default: &str) -> Vec<T> {
     arg.as_deref()
@@ -95,14 +81,7 @@ fn main() {
                 // A frame that overran its tick is followed at once.
                 tick = period.map_or(now, |period| (tick + period).max(now));
                 let cpu_before = thread_cpu_nanos_of(me);
-                match WAITS[which] {
-                    Wait::Plain => sleep_to(tick),
-                    Wait::TwoSleeps => {
-                        sleep_to(tick.checked_sub(LEAD).unwrap_or(tick));
-                        sleep_to(tick);
-                    }
-                    Wait::SleepUntil => graph.sleep_until(&pool, tick),
-                }
+                WAITS[which].until(tick, &graph, &pool);
                 let waited = thread_cpu_nanos_of(me) - cpu_before;
                 let start = Instant::now();
                 graph.run(&pool, &()).expect("no node panics");

@@ -321,21 +321,22 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// thread's caches shortly before it: use it in place of
     /// [`std::thread::sleep`] before [`run`](Self::run).
     ///
-    /// After a sleep of a frame's period a core keeps little of what the
-    /// frame touched, and a frame that starts cold fetches the engine's code
-    /// and the graph's data one line after another. This wakes 300 µs before
-    /// `deadline`, asks for those lines all at once (prefetch hints, which
-    /// change nothing in memory), and sleeps the rest. What that gains
+    /// A core that sleeps for a frame's period may lose what the frame
+    /// touched, and a frame that starts cold fetches the engine's code and
+    /// the graph's data one line after another. This wakes shortly before
+    /// `deadline`, asks for those lines all at once, and sleeps the rest.
+    /// The requests are prefetch hints, which change nothing in memory, on
+    /// x86-64; elsewhere this is a plain sleep in two parts. What it gains
     /// depends on how much the machine's caches lose across a sleep;
     /// `docs/performance/paced-cold-start.md` measures it, and the
     /// `warm_ahead` benchmark measures it on yours.
     ///
-    /// Returns at once, without warming, if `deadline` has passed: the
-    /// frame before overran its tick, and its code is still warm. It
-    /// returns no sooner than `deadline` otherwise, and as late as the
-    /// system's sleeps are; nothing else runs on this thread meanwhile. It
-    /// allocates nothing. Warming one graph warms the engine's code for
-    /// every graph; the data is this graph's.
+    /// Returns at once, without warming, if `deadline` has passed (the
+    /// frame before overran its tick), and never before `deadline`
+    /// otherwise; it skips the warming if its first sleep woke past
+    /// `deadline`. Nothing else runs on this thread meanwhile, and it allocates
+    /// nothing. Warming one graph warms the engine's code for every graph;
+    /// the data is this graph's.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};

@@ -92,11 +92,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 thread_local! {
-    /// When this thread last ended a frame of any graph or warmed one
-    /// ahead of its tick (`warm_ahead.rs`), in ticks (0: never): a frame
-    /// that starts `COLD_CODE_NANOS` after it warms the engine's code,
-    /// which the frames of any graph share.
-    static FRAME_CODE_USED: Cell<u64> = const { Cell::new(0) };
+    /// When this thread last ended a frame of any graph, in ticks (0:
+    /// never): a frame that starts `COLD_CODE_NANOS` after it warms the
+    /// engine's code, which the frames of any graph share.
+    static LAST_FRAME_END: Cell<u64> = const { Cell::new(0) };
 }
 
 /// What `prepare_frame` decided and measured, for the rest of the frame.
@@ -222,8 +221,10 @@ const UNKNOWN: u64 = u64::MAX;
 // SAFETY: `Shared` is `Send + Sync`, and nothing else in the runtime is
 // thread-bound; between frames only the owner touches it.
 unsafe impl Send for Runtime {}
-// SAFETY: `&Runtime` only reads names and statistics (the statistics'
-// lazy critical path synchronises itself: `FrameStats::critical_path`).
+// SAFETY: `&Runtime` only reads names, statistics (the statistics' lazy
+// critical path synchronises itself: `FrameStats::critical_path`) and, to
+// warm them (`warm_ahead.rs`), the addresses and lengths of the runtime's
+// arrays and spans, which change only through `&mut Runtime`.
 unsafe impl Sync for Runtime {}
 
 impl Drop for Runtime {
@@ -318,7 +319,8 @@ impl Runtime {
         }
     }
 
-    /// What the workers that wake early for the next frame warm: this
+    /// What the workers that wake early for the next frame warm (and the
+    /// frame's thread, ahead of its tick, in `sleep_until`): this
     /// runtime and the frame state it shares with its nodes (which the
     /// frame's thread works through before the first node), the read-only
     /// arrays a planned frame's walk reads first (its lists, the
@@ -421,7 +423,7 @@ impl Runtime {
         // caches: ask for all of it at once, before the frame misses on it
         // line by line (`sync/prefetch.rs`).
         let cold_code_ticks = (prefetch::COLD_CODE_NANOS / self.rate.nanos_per_tick()) as u64;
-        if clock::ticks().saturating_sub(FRAME_CODE_USED.get()) >= cold_code_ticks {
+        if clock::ticks().saturating_sub(LAST_FRAME_END.get()) >= cold_code_ticks {
             CodeSection::Frame.warm();
         }
         let pool_shared = pool.shared();
@@ -775,7 +777,7 @@ impl Runtime {
         // The gap starts where idle threads start waiting for the next frame
         // (`frame_ended`), before this thread's bookkeeping above.
         self.last_end_tick = Some(end_tick);
-        FRAME_CODE_USED.set(end_tick);
+        LAST_FRAME_END.set(end_tick);
         // Relaxed: the frame latch's acquire ordered every node's writes.
         if self.shared_mut().failed.load(Ordering::Relaxed) {
             return Err(self.frame_error(start.number));

@@ -98,8 +98,11 @@
 //! change, the one-node frame's median went from 14-20 µs to 10-11 (builds
 //! taking turns). Back to back the warming would cost about 0.3 µs a frame,
 //! so frames that follow closely skip it. The frame's thread does not
-//! warm the shared frames' section: a planned frame's early-woken worker
-//! does, and the thread's own warming of it showed no gain. Off Linux the
+//! warm the shared frames' section at the frame's start: a planned frame's
+//! early-woken worker does, and the thread's own warming of it showed no
+//! gain. Ahead of the frame, in the gap before its tick, the thread warms
+//! both sections and the graph's spans if the loop waits with
+//! `TaskGraph::sleep_until` (`graph/runtime/warm_ahead.rs`). Off Linux the
 //! attributes do nothing and the sections are empty.
 
 /// A gap since a thread's last frame (of any graph) after which its next

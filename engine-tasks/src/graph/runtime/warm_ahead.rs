@@ -14,37 +14,36 @@
 //! So the wait comes in two sleeps:
 //!
 //! 1. a sleep until [`WARM_LEAD`] before the deadline;
-//! 2. the warming: every line of the frame's code section, then the spans
-//!    the graph publishes for its early-woken workers (the pool's shared
-//!    state and guest slot, the graph's runtime and frame state, its
-//!    lists, dependency and successor rows, nodes and closure addresses,
-//!    then the shared frames' code), then the nodes' states and run
-//!    records, for a write, since this thread writes them when it runs
-//!    their nodes. All of these are prefetch hints: nothing is read into
-//!    the program, and a stale address costs one wasted load;
-//! 3. a sleep for the rest, short enough that the caches keep what was
+//! 2. unless that sleep woke past the deadline, the warming: every line of
+//!    the frame's code section, then the spans the graph publishes for its
+//!    early-woken workers (`Runtime::warm_spans`: the pool's shared state
+//!    and guest slot, the graph's runtime and frame state, its lists,
+//!    dependency and successor rows, nodes and closure addresses, then the
+//!    shared frames' code). These are prefetch hints (x86-64 only; a split
+//!    sleep elsewhere): nothing is read into the program, and a stale
+//!    address costs one wasted load. The lines nodes write (their states
+//!    and run records) are left out, as the workers' warming leaves them:
+//!    in a shared frame a worker would take each back from this core, and
+//!    warming them too showed no gain (`paced-cold-start.md`);
+//! 3. sleeps until the deadline, short enough that the caches keep what was
 //!    warmed.
 //!
 //! A deadline already reached returns at once, without warming: the frame
-//! overran its tick and the next one starts with its code still warm. A
-//! deadline less than [`WARM_LEAD`] ahead warms at once, then sleeps.
+//! before overran its tick, so there was no gap to go cold in. A deadline
+//! less than [`WARM_LEAD`] ahead warms at once, then sleeps.
 //!
-//! The frame that follows sees its thread's code as recently used and does
-//! not warm the frame section again (`FRAME_CODE_USED` in `runtime.rs`).
-//! What it prefetches node by node after the pool's idle gap (`alone.rs`,
-//! `planned.rs`) finds its lines present and costs little.
+//! The frame that follows still asks for its code section at its start
+//! (`COLD_CODE_NANOS` have passed since its thread's last frame), which
+//! costs little once the lines are in the cache.
 
-use super::{Runtime, FRAME_CODE_USED};
-use crate::clock;
+use super::Runtime;
 use crate::pool::PoolHandle;
-use crate::sync::prefetch::{self, CodeSection, Span, Warming, MAX_DATA_LINES};
+use crate::sync::prefetch::{CodeSection, Warming};
 use std::time::{Duration, Instant};
 
-/// How long before the deadline the wait wakes to warm: more than a short
-/// sleep's usual lateness on the development VM (60-70 µs) plus the
-/// warming, short enough that the sleep after it keeps the caches (a 100
-/// µs sleep kept them there, `cache_after_sleep`). 150, 300 and 1000 µs
-/// gained alike in `warm_ahead` runs.
+/// How long before the deadline the wait wakes to warm: more than a long
+/// sleep's lateness plus the warming (about 125 + 16 µs on the
+/// development VM); 150, 300 and 1000 µs gained alike there.
 pub(super) const WARM_LEAD: Duration = Duration::from_micros(300);
 
 impl Runtime {
@@ -55,14 +54,18 @@ impl Runtime {
         if deadline <= now {
             return;
         }
-        if let Some(wake) = deadline.checked_sub(WARM_LEAD) {
-            if wake > now {
-                std::thread::sleep(wake - now);
-            }
+        if let Some(early) = (deadline - now).checked_sub(WARM_LEAD) {
+            std::thread::sleep(early);
         }
-        self.warm_ahead(pool);
-        let now = Instant::now();
-        if deadline > now {
+        if Instant::now() < deadline {
+            self.warm_ahead(pool);
+        }
+        // A loop: the platform's sleep may return early.
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
             std::thread::sleep(deadline - now);
         }
     }
@@ -71,22 +74,14 @@ impl Runtime {
     /// (module docs, step 2).
     fn warm_ahead(&self, pool: &PoolHandle) {
         CodeSection::Frame.warm();
-        // The spans may be stale if the graph moved since they were worked
-        // out (`run_frame` works them out again): a stale address is a
-        // wasted hint, never a fault.
-        Warming::new(pool.shared().frame_thread_spans(), self.warm).step(usize::MAX);
-        // SAFETY: `&self` means no frame runs (`run_frame` borrows the
-        // runtime mutably), and this only reads the arrays' addresses and
-        // lengths.
-        let shared = unsafe { self.shared.as_ref() };
-        for span in [
-            Span::of(&shared.states, MAX_DATA_LINES),
-            Span::of(&shared.runs, MAX_DATA_LINES),
-        ] {
-            for line in 0..span.lines {
-                prefetch::line_for_write(span.start + line * prefetch::LINE_BYTES);
-            }
-        }
-        FRAME_CODE_USED.set(clock::ticks());
+        // The published spans hold the runtime's own address: worked out
+        // again if the owner moved the graph since (`run_frame` would at
+        // its start).
+        let spans = if self.warm_home == self as *const Self as usize {
+            self.warm
+        } else {
+            self.warm_spans()
+        };
+        Warming::new(pool.shared().frame_thread_spans(), spans).step(usize::MAX);
     }
 }
