@@ -572,6 +572,7 @@ impl Wait {
         match self {
             Wait::Sleep => sleep_to(tick),
             Wait::TwoSleeps => {
+                // `sleep_until`'s lead (`WARM_LEAD` in engine-tasks).
                 let lead = std::time::Duration::from_micros(300);
                 sleep_to(tick.checked_sub(lead).unwrap_or(tick));
                 sleep_to(tick);

@@ -23,7 +23,7 @@
 //! blocks do, and one whose frames wait with `TaskGraph::sleep_until`,
 //! which warms the frame before the tick.
 //!
-//! With a fourth argument `LINES` above 0, a fourth block runs the fixed
+//! With a fourth argument `LINES` above 0, an extra block runs the fixed
 //! schedule again, each node touching `LINES` more cache lines just
 //! before its work: one it writes (as a node's run record is written) and
 //! `LINES - 1` it reads (as a scheduler reads a node's record, closure and

@@ -1497,8 +1497,8 @@ fn counted_graph(runs: &Arc<Vec<AtomicUsize>>, spin: Duration) -> TaskGraph<()> 
 
 /// `sleep_until` as a frame limiter: it never returns before its
 /// deadline, a deadline already past returns (a frame that overran its
-/// tick), and the frames after it, light ones run alone and heavy ones
-/// shared, run every node once.
+/// tick), and the frames after it, of empty nodes and of 50 µs ones, run
+/// every node once. (What it warms: `runtime/tests.rs`.)
 #[test]
 fn sleep_until_wakes_no_sooner_than_its_deadline_and_frames_after_it_run_every_node() {
     let pool = Pool::builder().threads(1).build().unwrap();
@@ -1528,8 +1528,9 @@ fn sleep_until_wakes_no_sooner_than_its_deadline_and_frames_after_it_run_every_n
     }
 }
 
-/// A graph moved after its last frame warms the addresses it had before
-/// the move (hints only), and its frames still run every node.
+/// A graph moved after its last frame (its published spans then hold its
+/// old address, worked out again by the warming) still runs every node
+/// after `sleep_until`.
 #[test]
 fn sleep_until_on_a_moved_graph_still_runs_every_node() {
     let pool = Pool::builder().threads(1).build().unwrap();

@@ -350,7 +350,8 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// let period = Duration::from_secs_f64(1.0 / 240.0);
     /// let mut tick = Instant::now();
     /// for _ in 0..3 {
-    ///     tick += period;
+    ///     // After an overrun, the next tick is a period from now: no burst.
+    ///     tick = (tick + period).max(Instant::now());
     ///     graph.sleep_until(&pool, tick);
     ///     assert!(Instant::now() >= tick);
     ///     graph.run(&pool, &()).unwrap();

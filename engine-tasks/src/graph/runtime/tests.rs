@@ -10,7 +10,7 @@ use super::policy::{
 use super::ShareThreshold;
 use crate::graph::TaskGraphBuilder;
 use crate::{FrameSharing, Lane, Planning, Pool, ReadyOrder, TaskGraph};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Whether the next frame is shared follows the times of the nodes that
 /// ran: not the frame's wall time (which held a panicking node's 50 ms
@@ -1011,4 +1011,25 @@ fn a_single_graph_loop_forecasts_no_second_graph() {
         shared > 0,
         "no frame was shared: the check above saw nothing"
     );
+}
+
+/// `sleep_until` warms nothing for a tick already past, the warming asks
+/// for the pool's and the graph's lines, and a graph moved since its spans
+/// were worked out warms where it is now.
+#[test]
+fn sleep_until_warms_only_ahead_of_a_tick_and_a_moved_graph_where_it_is() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut graph = chain_of_64(|_, _: &()| {});
+    graph.run(&pool, &()).unwrap();
+    assert_eq!(graph.runtime.sleep_until(&pool, Instant::now()), 0);
+    let published: usize = graph.runtime.warm.iter().map(|span| span.lines).sum();
+    assert!(graph.runtime.warm_ahead(&pool) > published);
+    let moved = Box::new(graph);
+    let spans = moved.runtime.spans_to_warm();
+    assert_eq!(spans[0].start, &moved.runtime as *const _ as usize & !63);
+    // The data's spans: Miri may give a function a new address at each
+    // use, and the code's spans are found from such addresses off Linux.
+    let data = crate::sync::prefetch::MAX_DATA_SPANS;
+    assert_eq!(spans[..data], moved.runtime.warm_spans()[..data]);
+    moved.sleep_until(&pool, Instant::now() + Duration::from_millis(1));
 }

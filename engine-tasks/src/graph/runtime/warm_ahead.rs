@@ -14,12 +14,12 @@
 //! So the wait comes in two sleeps:
 //!
 //! 1. a sleep until [`WARM_LEAD`] before the deadline;
-//! 2. unless that sleep woke past the deadline, the warming: every line of
-//!    the frame's code section, then the spans the graph publishes for its
-//!    early-woken workers (`Runtime::warm_spans`: the pool's shared state
-//!    and guest slot, the graph's runtime and frame state, its lists,
-//!    dependency and successor rows, nodes and closure addresses, then the
-//!    shared frames' code). These are prefetch hints (x86-64 only; a split
+//! 2. unless that sleep woke past the deadline, the warming: the spans the
+//!    graph publishes for its early-woken workers (`Runtime::warm_spans`:
+//!    the pool's shared state and guest slot, the graph's runtime and frame
+//!    state, its lists, dependency and successor rows, nodes and closure
+//!    addresses, then the engine's frame code: on Linux the shared frames'
+//!    section and the frame section). These are prefetch hints (x86-64 only; a split
 //!    sleep elsewhere): nothing is read into the program, and a stale
 //!    address costs one wasted load. The lines nodes write (their states
 //!    and run records) are left out, as the workers' warming leaves them:
@@ -38,28 +38,31 @@
 
 use super::Runtime;
 use crate::pool::PoolHandle;
-use crate::sync::prefetch::{CodeSection, Warming};
+use crate::sync::prefetch::{Span, Warming, MAX_SPANS};
 use std::time::{Duration, Instant};
 
 /// How long before the deadline the wait wakes to warm: more than a long
-/// sleep's lateness plus the warming (about 125 + 16 µs on the
+/// sleep's lateness plus the warming (about 125 + 14 µs on the
 /// development VM); 150, 300 and 1000 µs gained alike there.
 pub(super) const WARM_LEAD: Duration = Duration::from_micros(300);
 
 impl Runtime {
     /// Sleeps until `deadline`, warming this graph's frame in the calling
-    /// thread's caches [`WARM_LEAD`] before it (module docs).
-    pub(in crate::graph) fn sleep_until(&self, pool: &PoolHandle, deadline: Instant) {
+    /// thread's caches [`WARM_LEAD`] before it (module docs). Returns how
+    /// many lines it asked for: 0 if it did not warm.
+    pub(in crate::graph) fn sleep_until(&self, pool: &PoolHandle, deadline: Instant) -> usize {
         let now = Instant::now();
         if deadline <= now {
-            return;
+            return 0;
         }
         if let Some(early) = (deadline - now).checked_sub(WARM_LEAD) {
             std::thread::sleep(early);
         }
-        if Instant::now() < deadline {
-            self.warm_ahead(pool);
-        }
+        let warmed = if Instant::now() < deadline {
+            self.warm_ahead(pool)
+        } else {
+            0
+        };
         // A loop: the platform's sleep may return early.
         loop {
             let now = Instant::now();
@@ -68,20 +71,24 @@ impl Runtime {
             }
             std::thread::sleep(deadline - now);
         }
+        warmed
     }
 
     /// Asks for this graph's frame code and data in this thread's caches
-    /// (module docs, step 2).
-    fn warm_ahead(&self, pool: &PoolHandle) {
-        CodeSection::Frame.warm();
-        // The published spans hold the runtime's own address: worked out
-        // again if the owner moved the graph since (`run_frame` would at
-        // its start).
-        let spans = if self.warm_home == self as *const Self as usize {
+    /// (module docs, step 2); how many lines.
+    pub(super) fn warm_ahead(&self, pool: &PoolHandle) -> usize {
+        Warming::new(pool.shared().frame_thread_spans(), self.spans_to_warm()).step(usize::MAX)
+    }
+
+    /// The spans [`Runtime::warm_ahead`] warms after the pool's: the
+    /// published ones, whose first holds the runtime's own address, worked
+    /// out again if the owner moved the graph since (`run_frame` would at
+    /// its start).
+    pub(super) fn spans_to_warm(&self) -> [Span; MAX_SPANS] {
+        if self.warm_home == self as *const Self as usize {
             self.warm
         } else {
             self.warm_spans()
-        };
-        Warming::new(pool.shared().frame_thread_spans(), spans).step(usize::MAX);
+        }
     }
 }
