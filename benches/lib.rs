@@ -447,6 +447,11 @@ impl Pacing {
     }
 }
 
+/// Sleeps until `tick` (returns at once if it has passed).
+pub fn sleep_to(tick: std::time::Instant) {
+    std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+}
+
 /// Sleeps until the next tick of a [`Pacing`]. A frame that overran its
 /// tick is followed at once, and the ticks restart from there (no burst of
 /// frames to catch up).
@@ -470,7 +475,7 @@ impl Pacer {
     /// Sleeps until the next tick (back to back: returns at once).
     pub fn wait(&mut self) {
         if let Some(tick) = self.next_tick() {
-            std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+            sleep_to(tick);
         }
     }
 
@@ -487,7 +492,7 @@ impl Pacer {
     /// is skipped, not run at once (back to back: returns at once).
     pub fn wait_for_grid(&mut self) {
         if let Some(tick) = self.next_on_grid() {
-            std::thread::sleep(tick.saturating_duration_since(std::time::Instant::now()));
+            sleep_to(tick);
         }
     }
 
@@ -566,9 +571,6 @@ impl Wait {
         graph: &engine_tasks::TaskGraph<C>,
         pool: &engine_tasks::PoolHandle,
     ) {
-        let sleep_to = |to: std::time::Instant| {
-            std::thread::sleep(to.saturating_duration_since(std::time::Instant::now()));
-        };
         match self {
             Wait::Sleep => sleep_to(tick),
             Wait::TwoSleeps => {

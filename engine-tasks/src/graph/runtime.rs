@@ -357,6 +357,12 @@ impl Runtime {
         self.warm_home = self as *const Self as usize;
     }
 
+    /// Whether the owner moved the graph since [`Runtime::warm_spans`]
+    /// were last worked out: the first span then holds its old address.
+    fn moved_since_warm_spans(&self) -> bool {
+        self.warm_home != self as *const Self as usize
+    }
+
     /// The anchors of [`Runtime::code_spans`].
     fn code_anchors() -> [usize; 7] {
         let [worker, wait, notify] = worker::code_anchors();
@@ -591,7 +597,7 @@ impl Runtime {
         };
         self.idle_starts_seen = idle_starts;
         if after_idle_gap {
-            if self.warm_home != self as *const Self as usize {
+            if self.moved_since_warm_spans() {
                 self.refresh_warm_spans();
             }
             pool_shared.next_frame.frame_started(

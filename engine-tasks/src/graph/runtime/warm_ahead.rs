@@ -85,10 +85,10 @@ impl Runtime {
     /// out again if the owner moved the graph since (`run_frame` would at
     /// its start).
     pub(super) fn spans_to_warm(&self) -> [Span; MAX_SPANS] {
-        if self.warm_home == self as *const Self as usize {
-            self.warm
-        } else {
+        if self.moved_since_warm_spans() {
             self.warm_spans()
+        } else {
+            self.warm
         }
     }
 }
