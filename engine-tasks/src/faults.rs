@@ -4,11 +4,21 @@
 //! A [`FaultPlan`] gives, per injection point, the chance in a million that
 //! a call fails. The points: a worker or blocking thread failing to start,
 //! a spawned task's or blocking task's body panicking before it runs, a
-//! graph node's closure panicking, and (consulted by the caller's own types through
-//! [`should_fail`]) a captured value panicking in its destructor. Each point
-//! counts how often it fired.
+//! graph node's closure panicking, (consulted by the caller's own types through
+//! [`should_fail`]) a captured value panicking in its destructor, and a
+//! thread pausing just after it handed over the last it held of a frame or
+//! a join. Each point counts how often it fired.
+//!
+//! The pause is for the windows between a hand-over and the return of the
+//! call that made it, where another thread may end the frame (or the join)
+//! and free what the pausing thread used: rare by nature, so a test or
+//! Miri seldom sees a thread stopped there. A pause holds the thread there
+//! long enough for the others to end the frame and move on, and code that
+//! touched the freed memory after the hand-over would then do so after it
+//! was freed, which Miri reports.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Where a fault can be injected.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -24,9 +34,23 @@ pub enum Site {
     CapturedDrop = 3,
     /// A blocking-pool task panics before its body runs.
     BlockingBody = 4,
+    /// A thread pauses for [`HAND_OFF_PAUSE`] just after it handed over
+    /// what kept a frame or a join from ending (a release or a sink's
+    /// count that was not the last, a latch's count or its setting), before
+    /// the call that did so returns.
+    HandOff = 5,
 }
 
-const SITES: usize = 5;
+const SITES: usize = 6;
+
+/// How long a [`Site::HandOff`] pause lasts: far longer than another
+/// thread takes to end a frame and return from `run` (a few µs), short
+/// enough that a test may pause hundreds of times.
+pub const HAND_OFF_PAUSE: Duration = if cfg!(miri) {
+    Duration::from_millis(50)
+} else {
+    Duration::from_micros(200)
+};
 
 /// Chances, in a million calls, that each site fails.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -41,6 +65,8 @@ pub struct FaultPlan {
     pub captured_drop: u32,
     /// See [`Site::BlockingBody`].
     pub blocking_body: u32,
+    /// See [`Site::HandOff`].
+    pub hand_off: u32,
 }
 
 static CHANCE: [AtomicU32; SITES] = [const { AtomicU32::new(0) }; SITES];
@@ -54,6 +80,7 @@ pub fn set_plan(plan: FaultPlan) {
         plan.node_body,
         plan.captured_drop,
         plan.blocking_body,
+        plan.hand_off,
     ];
     for (slot, chance) in CHANCE.iter().zip(chances) {
         // Relaxed: a test knob; threads see it soon enough.
@@ -88,6 +115,16 @@ pub fn should_fail(site: Site) -> bool {
 pub(crate) fn maybe_panic(site: Site) {
     if should_fail(site) {
         panic!("injected fault at {site:?}");
+    }
+}
+
+/// Pauses the thread for [`HAND_OFF_PAUSE`] if [`Site::HandOff`] should
+/// fail, by the installed plan (module docs). Call it only where the
+/// thread holds nothing another thread waits for: right after a hand-over.
+#[inline]
+pub(crate) fn maybe_pause_after_hand_off() {
+    if should_fail(Site::HandOff) {
+        std::thread::sleep(HAND_OFF_PAUSE);
     }
 }
 

@@ -21,8 +21,12 @@
 //! running when the owner sees `SET` and frees the latch. Miri flagged
 //! the `&self` version in `join` ("deallocating while item is strongly
 //! protected"). Inside, only references to the atomics and the waiter's
-//! cell are made, each used before the `SET` store and never after.
+//! cell are made, each used before the `SET` store and never after. A
+//! test can hold a thread in that window (`faults::Site::HandOff`), after
+//! a count that was not the last and after the `SET`, so that the owner
+//! frees the latch meanwhile.
 
+use crate::faults;
 use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};
 use crate::sync::park::Parker;
@@ -181,6 +185,10 @@ impl Latch {
             // SAFETY: the latch is not set before `set` does it, so no
             // owner frees it until then.
             unsafe { Self::set(this) };
+        } else {
+            // The last holder may set the latch, and its owner free it,
+            // from here on.
+            faults::maybe_pause_after_hand_off();
         }
         last
     }
@@ -213,6 +221,7 @@ impl Latch {
             match state_cell.compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     // The latch may be gone now: only the copy is used.
+                    faults::maybe_pause_after_hand_off();
                     if let Some(waiter) = waiter {
                         waiter.wake();
                     }

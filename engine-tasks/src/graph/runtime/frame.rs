@@ -448,7 +448,12 @@ impl Shared {
         // they depend on); the last one acquires every sink's before its
         // caller counts the latch down, whose own release/acquire hands
         // them to the frame's thread.
-        sinks_left.fetch_sub(n, Ordering::AcqRel) == n
+        let last = sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
+        if !last {
+            // The last sink's thread may end the frame from here on.
+            faults::maybe_pause_after_hand_off();
+        }
+        last
     }
 
     /// [`Shared::count_sinks`], then the latch's count-down for the last.
@@ -633,6 +638,9 @@ impl Shared {
         if last {
             // Relaxed: read after the frame latch.
             state.released_by.store(from, Ordering::Relaxed);
+        } else {
+            // Others may run `to` and end the frame from here on.
+            faults::maybe_pause_after_hand_off();
         }
         last
     }
@@ -730,6 +738,10 @@ impl Shared {
             }
             if let Some(local) = local {
                 pushed.notify(local);
+            }
+            if next.is_none() {
+                // The successors pushed may end the frame from here on.
+                faults::maybe_pause_after_hand_off();
             }
             let Some(s) = next else { break };
             index = s;
