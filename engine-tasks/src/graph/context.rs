@@ -119,20 +119,27 @@ pub(in crate::graph) struct Context<'f> {
     pool: &'f PoolHandle,
     frame: u64,
     name: &'f str,
-    /// The resource types the node declared (its own and its sets').
-    typed: &'f [TypedAccess],
-    /// A borrow count for each entry of `typed`, if any entry is a write
-    /// (module docs), else none: the first
-    /// [`INLINE_BORROWS`] here, the rest in `overflow`, by line.
-    borrows: &'f [AtomicI32],
-    overflow: &'f [BorrowLine],
+    access: NodeAccess<'f>,
     /// Not `Sync`: only the thread that runs the node counts its borrows.
     not_sync: PhantomData<Cell<()>>,
 }
 
+/// The resources a node declared, and the counts of its borrows of them,
+/// for one run of the node (module docs).
+#[derive(Copy, Clone)]
+pub(in crate::graph) struct NodeAccess<'f> {
+    /// The resource types the node declared (its own and its sets').
+    pub(in crate::graph) typed: &'f [TypedAccess],
+    /// A borrow count for each entry of `typed`, if any entry is a write
+    /// (module docs), else none: the first [`INLINE_BORROWS`] here, the
+    /// rest in `overflow`, by line.
+    pub(in crate::graph) borrows: &'f [AtomicI32],
+    pub(in crate::graph) overflow: &'f [BorrowLine],
+}
+
 impl<'f> Context<'f> {
     /// The context of a run of node `name` in frame `frame` on `pool`,
-    /// with the node's resource types and borrow counts (module docs).
+    /// with the node's resource types and borrow counts.
     ///
     /// # Safety
     ///
@@ -146,18 +153,14 @@ impl<'f> Context<'f> {
         pool: &'f PoolHandle,
         frame: u64,
         name: &'f str,
-        typed: &'f [TypedAccess],
-        borrows: &'f [AtomicI32],
-        overflow: &'f [BorrowLine],
+        access: NodeAccess<'f>,
     ) -> Self {
         Context {
             data,
             pool,
             frame,
             name,
-            typed,
-            borrows,
-            overflow,
+            access,
             not_sync: PhantomData,
         }
     }
@@ -308,14 +311,20 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
         let type_id = TypeId::of::<T>();
         // Most nodes declare one type, or use their first one most; a
         // node's types are unique, so a match at 0 is the only one.
-        let at = match self.cx.typed.first() {
+        let at = match self.cx.access.typed.first() {
             Some(first) if first.type_id == type_id => 0,
-            _ => match self.cx.typed.iter().position(|t| t.type_id == type_id) {
+            _ => match self
+                .cx
+                .access
+                .typed
+                .iter()
+                .position(|t| t.type_id == type_id)
+            {
                 Some(at) => at,
                 None => self.undeclared::<T>(mode),
             },
         };
-        let entry = &self.cx.typed[at];
+        let entry = &self.cx.access.typed[at];
         if mode == AccessMode::Write && entry.mode == AccessMode::Read {
             self.undeclared::<T>(mode)
         }
@@ -331,12 +340,12 @@ impl<'f, C: ?Sized> NodeContext<'f, C> {
     /// declared writing (so the node has counts: `run_body`).
     #[inline]
     fn count_of(&self, at: usize) -> &AtomicI32 {
-        match self.cx.borrows.get(at) {
+        match self.cx.access.borrows.get(at) {
             Some(borrow) => borrow,
             None => {
-                debug_assert_eq!(self.cx.borrows.len(), INLINE_BORROWS);
+                debug_assert_eq!(self.cx.access.borrows.len(), INLINE_BORROWS);
                 let past = at - INLINE_BORROWS;
-                &self.cx.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
+                &self.cx.access.overflow[past / BORROWS_PER_LINE][past % BORROWS_PER_LINE]
             }
         }
     }

@@ -9,7 +9,7 @@ use super::planned::{self, Schedule};
 use crate::clock;
 use crate::faults::{self, Site};
 use crate::graph::builder::{Body, Name};
-use crate::graph::context::{BorrowLine, Context, InlineBorrows};
+use crate::graph::context::{BorrowLine, Context, InlineBorrows, NodeAccess};
 use crate::graph::run_record::{NodeOutcome, RunRecord};
 use crate::lane::Lane;
 use crate::pool::registry::Shared as PoolShared;
@@ -393,9 +393,11 @@ impl Shared {
                 frame.pool,
                 frame.number,
                 &node.name,
-                rules.typed,
-                borrows,
-                rules.overflow,
+                NodeAccess {
+                    typed: rules.typed,
+                    borrows,
+                    overflow: rules.overflow,
+                },
             )
         };
         let _span = instrument::node(node.label, node.lane);
