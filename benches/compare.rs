@@ -15,7 +15,11 @@
 //! warm-up, and its ratio to the frame's bound, max(critical path,
 //! work / 2), with the node time of the sequential loop measured at the
 //! same pacing in the same run. The runners: engine-tasks' `TaskGraph` on
-//! the default-sized pool; a rayon scope and a tokio runtime, each with one
+//! the default-sized pool, waiting for each tick with a plain sleep as
+//! every other runner does, and again waiting with the graph's own
+//! `TaskGraph::sleep_until`, which warms the frame before the tick (as the
+//! README's tour does; back to back there is no wait, and its cell is
+//! "-"); a rayon scope and a tokio runtime, each with one
 //! spawn per ready node and atomic in-degree counters (what a user of
 //! either would write); bevy_ecs's multi-threaded executor, one system per
 //! node ordered by the same edges.
@@ -25,15 +29,21 @@
 use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
-    tokio_runtime, Pacing, RayonDag, TokioDag, Work,
+    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame,
+    median_frame_waiting, threads, tokio_runtime, Pacing, RayonDag, TokioDag, Work,
 };
 use std::time::Duration;
 
 const SECONDS: f64 = 1.5;
 const MIN_FRAMES: usize = 60;
 const WARM_UP: usize = 30;
-const RUNNERS: [&str; 4] = ["engine-tasks", "rayon", "bevy_ecs", "tokio"];
+const RUNNERS: [&str; 5] = [
+    "engine-tasks",
+    "engine-tasks, `sleep_until`",
+    "rayon",
+    "bevy_ecs",
+    "tokio",
+];
 
 fn main() {
     let deps = benchmark_dag();
@@ -75,6 +85,23 @@ fn main() {
                     "engine-tasks" => frames(&mut || {
                         graph.run(&pool, &()).unwrap();
                     }),
+                    "engine-tasks, `sleep_until`" if pacing == Pacing::BackToBack => {
+                        return "-".to_string();
+                    }
+                    "engine-tasks, `sleep_until`" => {
+                        std::thread::sleep(Duration::from_millis(50));
+                        median_frame_waiting(
+                            pacing,
+                            SECONDS,
+                            MIN_FRAMES,
+                            WARM_UP,
+                            &mut graph,
+                            |graph, tick| graph.sleep_until(&pool, tick),
+                            |graph| {
+                                graph.run(&pool, &()).unwrap();
+                            },
+                        )
+                    }
                     "rayon" => frames(&mut || rayon_dag.run(&rayon)),
                     "bevy_ecs" => frames(&mut || schedule.run(&mut world)),
                     "tokio" => frames(&mut || tokio_dag.run(&tokio)),

@@ -827,17 +827,45 @@ pub fn median_frame(
     warm_up: usize,
     mut frame: impl FnMut(),
 ) -> f64 {
+    median_frame_waiting(
+        pacing,
+        seconds,
+        min,
+        warm_up,
+        &mut (),
+        |_, tick| sleep_to(tick),
+        |_| frame(),
+    )
+}
+
+/// [`median_frame`], each frame after `wait(runner, tick)` for its tick
+/// (paced; back to back none), `runner` lent to both the wait and the
+/// frame (a graph that waits with `TaskGraph::sleep_until`, say).
+pub fn median_frame_waiting<R>(
+    pacing: Pacing,
+    seconds: f64,
+    min: usize,
+    warm_up: usize,
+    runner: &mut R,
+    mut wait: impl FnMut(&mut R, std::time::Instant),
+    mut frame: impl FnMut(&mut R),
+) -> f64 {
     let mut pacer = Pacer::new(pacing);
+    let mut paced = |runner: &mut R| {
+        if let Some(tick) = pacer.next_tick() {
+            wait(runner, tick);
+        }
+    };
     for _ in 0..warm_up {
-        frame();
-        pacer.wait();
+        frame(runner);
+        paced(runner);
     }
     let times = (0..pacing.frames_in(seconds, min))
         .map(|_| {
             let start = std::time::Instant::now();
-            frame();
+            frame(runner);
             let time = start.elapsed().as_secs_f64();
-            pacer.wait();
+            paced(runner);
             time
         })
         .collect();
