@@ -12,7 +12,9 @@
 //!
 //! Runners: `sequential` (the work in a plain loop), `engine-tasks` (the
 //! default pool size: one worker fewer than the machine's parallelism, plus
-//! the frame's thread) timed and untimed, bevy_ecs's multi-threaded and
+//! the frame's thread) timed and untimed, and timed again waiting for its
+//! tick with `TaskGraph::sleep_until` (back to back the same as
+//! `engine-tasks`: there is no wait), bevy_ecs's multi-threaded and
 //! single-threaded executors, a rayon scope with atomic in-degree counters, and the same
 //! runner on a global-queue pool (one mutex, one condition variable).
 //!
@@ -22,8 +24,8 @@
 use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
-    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame, threads,
-    GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag, Work,
+    benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame,
+    median_frame_waiting, threads, GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag, Work,
 };
 use std::time::Duration;
 
@@ -33,10 +35,11 @@ const SECONDS: f64 = 1.5;
 const MIN_FRAMES: usize = 60;
 const WARM_UP: usize = 20;
 
-const RUNNERS: [&str; 7] = [
+const RUNNERS: [&str; 8] = [
     "sequential",
     "engine-tasks",
     "engine-tasks-untimed",
+    "engine-tasks-sleep-until",
     "bevy-multi-threaded",
     "bevy-single-threaded",
     "rayon-scope",
@@ -101,6 +104,17 @@ fn main() {
                     "engine-tasks-untimed" => frames(pacing, || {
                         untimed.run(&pool, &()).unwrap();
                     }),
+                    "engine-tasks-sleep-until" => median_frame_waiting(
+                        pacing,
+                        SECONDS,
+                        MIN_FRAMES,
+                        WARM_UP,
+                        &mut timed,
+                        |graph, tick| graph.sleep_until(&pool, tick),
+                        |graph| {
+                            graph.run(&pool, &()).unwrap();
+                        },
+                    ),
                     "bevy-multi-threaded" => frames(pacing, || schedule.run(&mut world)),
                     "bevy-single-threaded" => frames(pacing, || single.run(&mut single_world)),
                     "rayon-scope" => frames(pacing, || rayon_dag.run(&rayon)),
