@@ -26,7 +26,6 @@
 //! a count that was not the last and after the `SET`, so that the owner
 //! frees the latch meanwhile.
 
-use crate::faults;
 use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};
 use crate::sync::park::Parker;
@@ -188,7 +187,7 @@ impl Latch {
         } else {
             // The last holder may set the latch, and its owner free it,
             // from here on.
-            faults::maybe_pause_after_hand_off();
+            pause_after_hand_off();
         }
         last
     }
@@ -221,7 +220,7 @@ impl Latch {
             match state_cell.compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     // The latch may be gone now: only the copy is used.
-                    faults::maybe_pause_after_hand_off();
+                    pause_after_hand_off();
                     if let Some(waiter) = waiter {
                         waiter.wake();
                     }
@@ -244,6 +243,14 @@ impl Latch {
             .compare_exchange(EMPTY, WAITER, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     }
+}
+
+/// The fault point after a hand-over (`faults::Site::HandOff`). None under
+/// loom, whose models explore the orderings themselves.
+#[inline]
+fn pause_after_hand_off() {
+    #[cfg(not(loom))]
+    crate::faults::maybe_pause_after_hand_off();
 }
 
 #[cfg(all(test, loom))]
