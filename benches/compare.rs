@@ -89,6 +89,7 @@ fn main() {
                         return "-".to_string();
                     }
                     "engine-tasks, `sleep_until`" => {
+                        // Every pool parks first, as in `frames`.
                         std::thread::sleep(Duration::from_millis(50));
                         median_frame_waiting(
                             pacing,

@@ -24,18 +24,22 @@
 //! frames ran alone, handed over, shared or planned.
 //!
 //! Paced (`rate` above 0), every frame waits for the next tick first, as a
-//! game loop does.
+//! game loop does: with a plain sleep, or with `sleep-until` as the fourth
+//! argument the two engine-tasks graphs wait with their own
+//! `TaskGraph::sleep_until`, which warms the frame before the tick (bevy's
+//! schedules still sleep plainly: they have no such wait).
 //!
 //! Usage: `cargo run --release -p engine-tasks-benches --bin gated_ratio --
 //! [nanoseconds of work per node, default 0] [rounds, default 61] [rate in
-//! Hz, 0 for back to back; default: 0 and 60 in turn]`
+//! Hz, 0 for back to back; default: 0 and 60 in turn] [sleep or
+//! sleep-until, default sleep]`
 
 use bevy_ecs::schedule::SingleThreadedExecutor;
 use engine_tasks::graph::Resources;
 use engine_tasks::{FrameSharing, NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_gated_schedule, bevy_schedule, gated_graph, graph_of, init_bevy_pool,
-    median, static_names, threads, GatedShared, Pacer, Pacing, Work,
+    median, sleep_to, static_names, threads, GatedShared, Pacer, Pacing, Wait, Work,
 };
 use std::time::Instant;
 
@@ -65,6 +69,11 @@ fn main() {
     let nanos = arg(0).unwrap_or(0.0) as u64;
     let rounds = arg(1).map_or(61, |r| r as usize);
     let rates = arg(2).map_or(vec![0.0, 60.0], |r| vec![r]);
+    let wait = match args.get(3).map(String::as_str) {
+        None | Some("sleep") => Wait::Sleep,
+        Some("sleep-until") => Wait::SleepUntil,
+        Some(other) => panic!("the wait is `sleep` or `sleep-until`, not `{other}`"),
+    };
     let deps = benchmark_dag();
     let names = static_names("n", deps.len());
     let work = vec![Work::nanos(nanos); deps.len()];
@@ -77,7 +86,10 @@ fn main() {
     let (mut world, mut single) = bevy_schedule(&deps, &work, SingleThreadedExecutor::new());
     let (mut gated_world, mut single_gated) =
         bevy_gated_schedule(&deps, &work, SingleThreadedExecutor::new());
-    println!("{nanos} ns per node, {rounds} rounds; median frame over the rounds, in µs");
+    println!(
+        "{nanos} ns per node, {rounds} rounds, engine-tasks waiting with {wait:?}; median frame \
+         over the rounds, in µs"
+    );
     for rate in rates {
         let pacing = Pacing::from_hz(rate);
         let frames = match pacing {
@@ -93,7 +105,13 @@ fn main() {
                 let mut pacer = Pacer::new(pacing);
                 let mut times = Vec::with_capacity(frames);
                 for _ in 0..frames {
-                    pacer.wait();
+                    if let Some(tick) = pacer.next_tick() {
+                        match runner {
+                            0 => wait.until(tick, &plain, &pool),
+                            1 => wait.until(tick, &gated, &pool),
+                            _ => sleep_to(tick),
+                        }
+                    }
                     let start = Instant::now();
                     let sharing = match runner {
                         0 => Some(plain.run(&pool, &()).unwrap().sharing()),

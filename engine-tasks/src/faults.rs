@@ -6,16 +6,29 @@
 //! a spawned task's or blocking task's body panicking before it runs, a
 //! graph node's closure panicking, (consulted by the caller's own types through
 //! [`should_fail`]) a captured value panicking in its destructor, and a
-//! thread pausing just after it handed over the last it held of a frame or
-//! a join. Each point counts how often it fired.
+//! thread pausing just after what may be its last touch of a frame or a
+//! join. Each point counts how often it fired.
 //!
-//! The pause is for the windows between a hand-over and the return of the
-//! call that made it, where another thread may end the frame (or the join)
-//! and free what the pausing thread used: rare by nature, so a test or
-//! Miri seldom sees a thread stopped there. A pause holds the thread there
-//! long enough for the others to end the frame and move on, and code that
-//! touched the freed memory after the hand-over would then do so after it
-//! was freed, which Miri reports.
+//! # The last-touch pause
+//!
+//! A thread's last touch of a frame, a join or a scope is the step after
+//! which another thread may end it, and its owner reset or free what it
+//! lives in: a release of a node or a count of a sink that was not the
+//! last, the push of the last node it held, a latch's count that was not
+//! the last, or the setting of a latch and the wake-up after it. Between
+//! that step and the return of the call that made it lies a window of a
+//! few instructions, which a test or Miri's scheduler seldom stops a
+//! thread in. The pause holds the thread there, inside that call, long
+//! enough for the others to end the frame and move on: code that touched
+//! the freed memory after its last touch, or a call that took a reference
+//! to it (valid until the call returns), would then overlap its freeing,
+//! which Miri reports.
+//!
+//! The points sit in the calls that make these steps (`Latch`'s count-down,
+//! the frame's releases, sink counts and node tasks), so some pauses fall
+//! where the step was not the last (a release with more to follow, the
+//! owner counting its own latch): those only delay the thread, by at most
+//! [`LAST_TOUCH_PAUSE`]; no point is reached with a lock held.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,19 +47,18 @@ pub enum Site {
     CapturedDrop = 3,
     /// A blocking-pool task panics before its body runs.
     BlockingBody = 4,
-    /// A thread pauses for [`HAND_OFF_PAUSE`] just after it handed over
-    /// what kept a frame or a join from ending (a release or a sink's
-    /// count that was not the last, a latch's count or its setting), before
-    /// the call that did so returns.
-    HandOff = 5,
+    /// A thread pauses for [`LAST_TOUCH_PAUSE`] just after what may be its
+    /// last touch of a frame or a join, before the call that made it
+    /// returns (module docs).
+    LastTouch = 5,
 }
 
 const SITES: usize = 6;
 
-/// How long a [`Site::HandOff`] pause lasts: far longer than another
+/// How long a [`Site::LastTouch`] pause lasts: far longer than another
 /// thread takes to end a frame and return from `run` (a few µs), short
 /// enough that a test may pause hundreds of times.
-pub const HAND_OFF_PAUSE: Duration = if cfg!(miri) {
+pub const LAST_TOUCH_PAUSE: Duration = if cfg!(miri) {
     Duration::from_millis(50)
 } else {
     Duration::from_micros(200)
@@ -65,8 +77,8 @@ pub struct FaultPlan {
     pub captured_drop: u32,
     /// See [`Site::BlockingBody`].
     pub blocking_body: u32,
-    /// See [`Site::HandOff`].
-    pub hand_off: u32,
+    /// See [`Site::LastTouch`].
+    pub last_touch: u32,
 }
 
 static CHANCE: [AtomicU32; SITES] = [const { AtomicU32::new(0) }; SITES];
@@ -80,7 +92,7 @@ pub fn set_plan(plan: FaultPlan) {
         plan.node_body,
         plan.captured_drop,
         plan.blocking_body,
-        plan.hand_off,
+        plan.last_touch,
     ];
     for (slot, chance) in CHANCE.iter().zip(chances) {
         // Relaxed: a test knob; threads see it soon enough.
@@ -118,13 +130,14 @@ pub(crate) fn maybe_panic(site: Site) {
     }
 }
 
-/// Pauses the thread for [`HAND_OFF_PAUSE`] if [`Site::HandOff`] should
-/// fail, by the installed plan (module docs). Call it only where the
-/// thread holds nothing another thread waits for: right after a hand-over.
+/// Pauses the thread for [`LAST_TOUCH_PAUSE`] if [`Site::LastTouch`] should
+/// fail, by the installed plan: call it just after a step that may be the
+/// thread's last touch of a frame or a join (module docs), with no lock
+/// held.
 #[inline]
-pub(crate) fn maybe_pause_after_hand_off() {
-    if should_fail(Site::HandOff) {
-        std::thread::sleep(HAND_OFF_PAUSE);
+pub(crate) fn maybe_pause_after_last_touch() {
+    if should_fail(Site::LastTouch) {
+        std::thread::sleep(LAST_TOUCH_PAUSE);
     }
 }
 

@@ -134,6 +134,7 @@ pub(in crate::graph) struct NodeAccess<'f> {
     /// (module docs), else none: the first [`INLINE_BORROWS`] here, the
     /// rest in `overflow`, by line.
     pub(in crate::graph) borrows: &'f [AtomicI32],
+    /// The lines of its borrow counts past the first [`INLINE_BORROWS`].
     pub(in crate::graph) overflow: &'f [BorrowLine],
 }
 

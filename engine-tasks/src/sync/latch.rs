@@ -22,7 +22,7 @@
 //! the `&self` version in `join` ("deallocating while item is strongly
 //! protected"). Inside, only references to the atomics and the waiter's
 //! cell are made, each used before the `SET` store and never after. A
-//! test can hold a thread in that window (`faults::Site::HandOff`), after
+//! test can hold a thread in that window (`faults::Site::LastTouch`), after
 //! a count that was not the last and after the `SET`, so that the owner
 //! frees the latch meanwhile.
 
@@ -187,7 +187,7 @@ impl Latch {
         } else {
             // The last holder may set the latch, and its owner free it,
             // from here on.
-            pause_after_hand_off();
+            pause_after_last_touch();
         }
         last
     }
@@ -220,10 +220,12 @@ impl Latch {
             match state_cell.compare_exchange(state, SET, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     // The latch may be gone now: only the copy is used.
-                    pause_after_hand_off();
                     if let Some(waiter) = waiter {
                         waiter.wake();
                     }
+                    // A parked owner returns (and frees the latch) only once
+                    // woken: the window is after the wake-up.
+                    pause_after_last_touch();
                     return;
                 }
                 Err(actual) => state = actual,
@@ -245,12 +247,12 @@ impl Latch {
     }
 }
 
-/// The fault point after a hand-over (`faults::Site::HandOff`). None under
-/// loom, whose models explore the orderings themselves.
+/// The fault point after a last touch (`faults::Site::LastTouch`). None
+/// under loom, whose models explore the orderings themselves.
 #[inline]
-fn pause_after_hand_off() {
+fn pause_after_last_touch() {
     #[cfg(not(loom))]
-    crate::faults::maybe_pause_after_hand_off();
+    crate::faults::maybe_pause_after_last_touch();
 }
 
 #[cfg(all(test, loom))]

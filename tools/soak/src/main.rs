@@ -7,9 +7,9 @@
 //! that the graph's shared frames run planned), fan out with
 //! `parallel_for`, spawn nested tasks (which spawn more), submit blocking
 //! tasks whose results come back on the pool, and panic at random
-//! (injected); a thread pauses after one hand-over in 200 (injected), so
-//! that frames and joins end while it is still in the call that handed
-//! over. Some nodes run chains of nested joins across lanes under
+//! (injected); a thread pauses after one last touch of a frame or a join
+//! in 200 (injected, `faults::Site::LastTouch`), so that frames and joins
+//! end while it is still in the call that made it. Some nodes run chains of nested joins across lanes under
 //! the round's random background cap (a background task joins a normal one
 //! that joins a background one), and some call into a second pool whose
 //! task calls back into the first and waits (by `JoinHandle::join`, `join`
@@ -335,7 +335,7 @@ fn main() {
         node_body: 5_000,
         captured_drop: 5_000,
         blocking_body: 5_000,
-        hand_off: 5_000,
+        last_touch: 5_000,
     });
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let watchdog = Duration::from_secs(args.watchdog_seconds);
@@ -531,8 +531,8 @@ fn main() {
         faults::fired(Site::ThreadSpawn)
     );
     println!(
-        "| threads paused after a hand-over (injected) | {} | every frame and join still ended; nothing lost |",
-        faults::fired(Site::HandOff)
+        "| threads paused after a last touch (injected) | {} | every frame and join still ended; nothing lost |",
+        faults::fired(Site::LastTouch)
     );
     println!(
         "| blocking results continued on the pool | {} | all arrived, including across shutdown |",

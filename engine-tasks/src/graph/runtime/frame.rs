@@ -452,8 +452,9 @@ impl Shared {
         // them to the frame's thread.
         let last = sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
         if !last {
-            // The last sink's thread may end the frame from here on.
-            faults::maybe_pause_after_hand_off();
+            // The last sink's thread may end the frame from here on, unless
+            // the caller holds a count of its own (`faults.rs`).
+            faults::maybe_pause_after_last_touch();
         }
         last
     }
@@ -640,9 +641,10 @@ impl Shared {
         if last {
             // Relaxed: read after the frame latch.
             state.released_by.store(from, Ordering::Relaxed);
-        } else {
-            // Others may run `to` and end the frame from here on.
-            faults::maybe_pause_after_hand_off();
+        } else if !alone {
+            // Others may run `to` and end the frame from here on, if this
+            // was the caller's last release (`faults.rs`).
+            faults::maybe_pause_after_last_touch();
         }
         last
     }
@@ -742,8 +744,9 @@ impl Shared {
                 pushed.notify(local);
             }
             if next.is_none() {
-                // The successors pushed may end the frame from here on.
-                faults::maybe_pause_after_hand_off();
+                // The successors pushed may end the frame from here on
+                // (`faults.rs`).
+                faults::maybe_pause_after_last_touch();
             }
             let Some(s) = next else { break };
             index = s;
