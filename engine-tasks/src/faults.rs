@@ -27,8 +27,10 @@
 //! The points sit in the calls that make these steps (`Latch`'s count-down,
 //! the frame's releases, sink counts and node tasks), so some pauses fall
 //! where the step was not the last (a release with more to follow, the
-//! owner counting its own latch): those only delay the thread, by at most
-//! [`LAST_TOUCH_PAUSE`]; no point is reached with a lock held.
+//! owner counting its own latch, a latch held by an `Arc`): those only
+//! delay the thread, by at most [`LAST_TOUCH_PAUSE`]; no point is reached
+//! with a lock held. The frame's thread and a planned frame's helpers
+//! count their sinks with no pause: they hold the frame while they count.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;

@@ -36,7 +36,8 @@
 //! node pushed into the frame's inbox by another thread, holds a latch
 //! count of its own while the push runs (`Shared::push_pinned`). Hence the borrowed frame data, the pool handle
 //! and the graph itself outlive every access a task makes to them. The
-//! calls that may hand over a frame's last node take raw pointers, not
+//! calls that may make a task's last touch of a frame (the release, push
+//! or sink count of its last node) take raw pointers, not
 //! references, since a reference passed to a function must stay valid
 //! until it returns (`Shared::execute`, `sync/latch.rs`).
 //!

@@ -23,8 +23,8 @@
 //! protected"). Inside, only references to the atomics and the waiter's
 //! cell are made, each used before the `SET` store and never after. A
 //! test can hold a thread in that window (`faults::Site::LastTouch`), after
-//! a count that was not the last and after the `SET`, so that the owner
-//! frees the latch meanwhile.
+//! a count that was not the last and after the `SET` and its wake-up, so
+//! that the owner frees the latch meanwhile.
 
 use crate::loom::atomic::{AtomicU8, AtomicUsize, Ordering};
 use crate::loom::{thread, UnsafeCell};

@@ -9,8 +9,8 @@
 //! tasks whose results come back on the pool, and panic at random
 //! (injected); a thread pauses after one last touch of a frame or a join
 //! in 200 (injected, `faults::Site::LastTouch`), so that frames and joins
-//! end while it is still in the call that made it. Some nodes run chains of nested joins across lanes under
-//! the round's random background cap (a background task joins a normal one
+//! end while it is still in the call that made it. Some nodes run chains
+//! of nested joins across lanes under the round's random background cap (a background task joins a normal one
 //! that joins a background one), and some call into a second pool whose
 //! task calls back into the first and waits (by `JoinHandle::join`, `join`
 //! or `scope`). Spawned tasks capture tracked values, some of which panic

@@ -441,6 +441,25 @@ impl Shared {
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) unsafe fn count_sinks(this: *const Self, n: usize) -> bool {
+        // SAFETY: forwarded from the caller.
+        let last = unsafe { Self::count_sinks_quietly(this, n) };
+        if !last {
+            // A node task's last touch: the last sink's thread may end the
+            // frame from here on (`faults.rs`).
+            faults::maybe_pause_after_last_touch();
+        }
+        last
+    }
+
+    /// [`Shared::count_sinks`] without its fault point: for a caller that
+    /// holds the frame while it counts ([`Shared::finish_sinks`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`Shared::count_sinks`].
+    #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
+    unsafe fn count_sinks_quietly(this: *const Self, n: usize) -> bool {
         // SAFETY: the uncounted sinks keep the frame, and the graph, alive
         // until the count below; a reference to the atomic alone.
         let sinks_left = unsafe { &(*this).sinks_left };
@@ -450,16 +469,11 @@ impl Shared {
         // they depend on); the last one acquires every sink's before its
         // caller counts the latch down, whose own release/acquire hands
         // them to the frame's thread.
-        let last = sinks_left.fetch_sub(n, Ordering::AcqRel) == n;
-        if !last {
-            // The last sink's thread may end the frame from here on, unless
-            // the caller holds a count of its own (`faults.rs`).
-            faults::maybe_pause_after_last_touch();
-        }
-        last
+        sinks_left.fetch_sub(n, Ordering::AcqRel) == n
     }
 
-    /// [`Shared::count_sinks`], then the latch's count-down for the last.
+    /// [`Shared::count_sinks`] (with no fault point: the caller holds the
+    /// frame), then the latch's count-down for the last.
     /// Only for a caller whose count-down cannot set the latch (a helper
     /// task's walk: its own count is still held) or that owns the frame
     /// (the frame's thread): `&self` is valid until a function returns,
@@ -475,7 +489,7 @@ impl Shared {
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) unsafe fn finish_sinks(&self, n: usize) -> bool {
         // SAFETY: forwarded from the caller.
-        let last = unsafe { Self::count_sinks(self, n) };
+        let last = unsafe { Self::count_sinks_quietly(self, n) };
         if last {
             // SAFETY: the sinks' count is held until now, so the latch is
             // alive; by this method's contract no one frees it during the
@@ -656,11 +670,12 @@ impl Shared {
     ///
     /// A raw pointer, not `&self`: a reference passed to a function must
     /// stay valid until the function returns, while the frame may end (and
-    /// its thread reset or free the graph) as soon as this call has handed
-    /// over its last node (released, pushed or counted as a sink), before
-    /// it returns (`sync/latch.rs`). `graph` below is a local reference,
-    /// used only while this thread owns a node of the frame; the calls that
-    /// may hand over the last node take raw pointers too
+    /// its thread reset or free the graph) as soon as this call has made
+    /// its last touch of the frame (released, pushed or counted as a sink
+    /// its last node), before it returns (`sync/latch.rs`). `graph` below
+    /// is a local reference, used only while this thread owns a node of
+    /// the frame; the calls that may make the last touch take raw pointers
+    /// too
     /// ([`Shared::release`], [`Shared::count_sinks`],
     /// [`Shared::push_pinned`]).
     ///
@@ -846,7 +861,7 @@ pub(super) unsafe fn run_node(header: NonNull<Header>) {
     // call that lasts as long as `execute`, and a reference it captured (to
     // the task, in the graph; to the caller's pool handle) would have to
     // stay valid that long, while the frame may end, and the graph and the
-    // handle go, once `execute` has handed over its last node.
+    // handle go, once `execute` has made its last touch of the frame.
     // SAFETY: `NodeTask` is `repr(C)` with the header first, and the graph
     // outlives the frame's unfinished nodes (module docs), this one among
     // them.
