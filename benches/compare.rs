@@ -30,13 +30,16 @@ use bevy_ecs::schedule::MultiThreadedExecutor;
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame,
-    median_frame_waiting, threads, tokio_runtime, Pacing, RayonDag, TokioDag, Work,
+    median_frame_sleeping_until, threads, tokio_runtime, Pacing, RayonDag, Sampling, TokioDag,
+    Work,
 };
 use std::time::Duration;
 
-const SECONDS: f64 = 1.5;
-const MIN_FRAMES: usize = 60;
-const WARM_UP: usize = 30;
+const SAMPLING: Sampling = Sampling {
+    seconds: 1.5,
+    min: 60,
+    warm_up: 30,
+};
 const RUNNERS: [&str; 5] = [
     "engine-tasks",
     "engine-tasks, `sleep_until`",
@@ -74,7 +77,7 @@ fn main() {
         let frames = |frame: &mut dyn FnMut()| {
             // Every pool parks before the first frame, as between levels.
             std::thread::sleep(Duration::from_millis(50));
-            median_frame(pacing, SECONDS, MIN_FRAMES, WARM_UP, frame)
+            median_frame(pacing, SAMPLING, frame)
         };
         let sequential = frames(&mut || works.iter().for_each(|w| w.run()));
         let bound = frame_bound(&deps, sequential / n as f64, threads);
@@ -91,17 +94,7 @@ fn main() {
                     "engine-tasks, `sleep_until`" => {
                         // Every pool parks first, as in `frames`.
                         std::thread::sleep(Duration::from_millis(50));
-                        median_frame_waiting(
-                            pacing,
-                            SECONDS,
-                            MIN_FRAMES,
-                            WARM_UP,
-                            &mut graph,
-                            |graph, tick| graph.sleep_until(&pool, tick),
-                            |graph| {
-                                graph.run(&pool, &()).unwrap();
-                            },
-                        )
+                        median_frame_sleeping_until(pacing, SAMPLING, &mut graph, &pool)
                     }
                     "rayon" => frames(&mut || rayon_dag.run(&rayon)),
                     "bevy_ecs" => frames(&mut || schedule.run(&mut world)),

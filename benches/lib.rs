@@ -817,21 +817,23 @@ pub fn tokio_runtime(threads: usize) -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// Runs `frame` at `pacing` after `warm_up` frames: the median of about
-/// `seconds` of frames (at least `min` frames; back to back, `min`), each
-/// timed alone, in seconds.
-pub fn median_frame(
-    pacing: Pacing,
-    seconds: f64,
-    min: usize,
-    warm_up: usize,
-    mut frame: impl FnMut(),
-) -> f64 {
+/// How many frames a median frame is taken over.
+#[derive(Copy, Clone, Debug)]
+pub struct Sampling {
+    /// About this many seconds of frames...
+    pub seconds: f64,
+    /// ...but at least this many (back to back, this many).
+    pub min: usize,
+    /// Frames run first and not timed.
+    pub warm_up: usize,
+}
+
+/// Runs `frame` at `pacing` after `sampling.warm_up` frames: the median of
+/// the frames `sampling` asks for, each timed alone, in seconds.
+pub fn median_frame(pacing: Pacing, sampling: Sampling, mut frame: impl FnMut()) -> f64 {
     median_frame_waiting(
         pacing,
-        seconds,
-        min,
-        warm_up,
+        sampling,
         &mut (),
         |_, tick| sleep_to(tick),
         |_| frame(),
@@ -843,9 +845,7 @@ pub fn median_frame(
 /// frame (a graph that waits with `TaskGraph::sleep_until`, say).
 pub fn median_frame_waiting<R>(
     pacing: Pacing,
-    seconds: f64,
-    min: usize,
-    warm_up: usize,
+    sampling: Sampling,
     runner: &mut R,
     mut wait: impl FnMut(&mut R, std::time::Instant),
     mut frame: impl FnMut(&mut R),
@@ -856,11 +856,11 @@ pub fn median_frame_waiting<R>(
             wait(runner, tick);
         }
     };
-    for _ in 0..warm_up {
+    for _ in 0..sampling.warm_up {
         frame(runner);
         paced(runner);
     }
-    let times = (0..pacing.frames_in(seconds, min))
+    let times = (0..pacing.frames_in(sampling.seconds, sampling.min))
         .map(|_| {
             let start = std::time::Instant::now();
             frame(runner);
@@ -870,6 +870,25 @@ pub fn median_frame_waiting<R>(
         })
         .collect();
     median(times)
+}
+
+/// [`median_frame`] of `graph`'s frames on `pool`, each paced frame after
+/// the graph's own `TaskGraph::sleep_until` for its tick.
+pub fn median_frame_sleeping_until(
+    pacing: Pacing,
+    sampling: Sampling,
+    graph: &mut engine_tasks::TaskGraph<()>,
+    pool: &engine_tasks::PoolHandle,
+) -> f64 {
+    median_frame_waiting(
+        pacing,
+        sampling,
+        graph,
+        |graph, tick| graph.sleep_until(pool, tick),
+        |graph| {
+            graph.run(pool, &()).unwrap();
+        },
+    )
 }
 
 /// A system set per node, for ordering bevy systems by the DAG's edges.

@@ -25,15 +25,18 @@ use bevy_ecs::schedule::{MultiThreadedExecutor, SingleThreadedExecutor};
 use engine_tasks::{NodeClock, Pool, ReadyOrder};
 use engine_tasks_benches::{
     benchmark_dag, bevy_schedule, frame_bound, graph_of, init_bevy_pool, median_frame,
-    median_frame_waiting, threads, GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag, Work,
+    median_frame_sleeping_until, threads, GlobalQueueDag, GlobalQueuePool, Pacing, RayonDag,
+    Sampling, Work,
 };
 use std::time::Duration;
 
-/// Frames per runner and pacing: about this many seconds of ticks.
-const SECONDS: f64 = 1.5;
-/// At least this many frames (and this many back to back).
-const MIN_FRAMES: usize = 60;
-const WARM_UP: usize = 20;
+/// Frames per runner and pacing: about 1.5 s of ticks, at least 60 (and
+/// 60 back to back), after 20 untimed.
+const SAMPLING: Sampling = Sampling {
+    seconds: 1.5,
+    min: 60,
+    warm_up: 20,
+};
 
 const RUNNERS: [&str; 8] = [
     "sequential",
@@ -48,7 +51,7 @@ const RUNNERS: [&str; 8] = [
 
 /// Runs `frame` at `pacing`: the median frame time in seconds.
 fn frames(pacing: Pacing, frame: impl FnMut()) -> f64 {
-    median_frame(pacing, SECONDS, MIN_FRAMES, WARM_UP, frame)
+    median_frame(pacing, SAMPLING, frame)
 }
 
 fn main() {
@@ -104,17 +107,9 @@ fn main() {
                     "engine-tasks-untimed" => frames(pacing, || {
                         untimed.run(&pool, &()).unwrap();
                     }),
-                    "engine-tasks-sleep-until" => median_frame_waiting(
-                        pacing,
-                        SECONDS,
-                        MIN_FRAMES,
-                        WARM_UP,
-                        &mut timed,
-                        |graph, tick| graph.sleep_until(&pool, tick),
-                        |graph| {
-                            graph.run(&pool, &()).unwrap();
-                        },
-                    ),
+                    "engine-tasks-sleep-until" => {
+                        median_frame_sleeping_until(pacing, SAMPLING, &mut timed, &pool)
+                    }
                     "bevy-multi-threaded" => frames(pacing, || schedule.run(&mut world)),
                     "bevy-single-threaded" => frames(pacing, || single.run(&mut single_world)),
                     "rayon-scope" => frames(pacing, || rayon_dag.run(&rayon)),
