@@ -583,6 +583,7 @@ impl Shared {
         frame: &FrameView<'_>,
         local: Option<&Local<'_>>,
     ) {
+        debug_assert_eq!(frame.askers, Askers::OnlyThis, "a hand-over counts alone");
         let (done, rest) = plan.order.split_at(ran);
         let mut sinks_done = 0;
         for &from in done {
@@ -599,7 +600,7 @@ impl Shared {
                 // `Ran`: the loop in `run_alone` poisoned what it had to.
                 // SAFETY: this thread runs the frame and has not queued a
                 // node yet; `from` ran and releases each successor once.
-                if unsafe { Self::release(self, from, to, NodeOutcome::Ran, frame, true) } {
+                if unsafe { Self::release(self, from, to, NodeOutcome::Ran, frame) } {
                     plan.released[to as usize] = true;
                 }
             }

@@ -287,8 +287,8 @@ pub(super) struct FrameView<'f> {
     /// The running thread's slot, or [`NONE`].
     pub(super) thread: u32,
     /// Whether other threads may be running nodes of the frame now, and
-    /// so asking its sets' gates: `OnlyThis` in a frame run alone, before
-    /// it hands over (`alone.rs`).
+    /// so asking its sets' gates and counting its releases: `OnlyThis` in
+    /// a frame run alone, until its hand-over's queue pushes (`alone.rs`).
     pub(super) askers: Askers,
 }
 
@@ -618,8 +618,9 @@ impl Shared {
 
     /// Counts node `from`'s release of its successor `to` in the frame,
     /// poisoning `to` unless `from` ran; `true` if this was the last
-    /// release, and the caller now owns `to`. `alone`: the frame runs on
-    /// this thread alone (a hand-over, `alone.rs`).
+    /// release, and the caller now owns `to`. In a frame that runs on this
+    /// thread alone (`frame.askers` is `OnlyThis`: a hand-over counting
+    /// before it pushes, `alone.rs`), the count is a plain store.
     ///
     /// A raw pointer, not `&self`, as [`Shared::execute`] explains: a
     /// release that is not the last may let other threads run `to` and end
@@ -636,7 +637,6 @@ impl Shared {
         to: u32,
         outcome: NodeOutcome,
         frame: &FrameView<'_>,
-        alone: bool,
     ) -> bool {
         // SAFETY: `to` waits for this release, so the frame, and the graph,
         // are alive until the count below; `graph` and `state` are not used
@@ -647,6 +647,7 @@ impl Shared {
         }
         let state = &graph.states[to as usize];
         let (dependencies, epoch) = (graph.dependencies[to as usize], frame.count_epoch);
+        let alone = frame.askers == Askers::OnlyThis;
         let last = if alone {
             state.pending.release_alone(dependencies, epoch)
         } else {
@@ -715,7 +716,7 @@ impl Shared {
             for &s in successors {
                 // SAFETY: `index` ran on this thread and releases each of
                 // its successors once.
-                if !unsafe { Self::release(this, index, s, outcome, &frame, false) } {
+                if !unsafe { Self::release(this, index, s, outcome, &frame) } {
                     continue;
                 }
                 // We own `s` now: it cannot finish before we queue it, so the
