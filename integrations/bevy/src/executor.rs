@@ -237,11 +237,13 @@ impl SystemExecutor for PoolExecutor {
             let Some(i) = first else { break };
             st.ready.remove(i);
             // SAFETY: the scope drained, so no system is running and no other
-            // reference to system `i` exists.
-            let system = unsafe { &mut *ctx.systems.0.add(i) };
+            // reference to system `i` exists; this one ends with the call.
+            let system = unsafe { &*ctx.systems.0.add(i) };
             // SAFETY: nothing is running, so the conditions may read anything.
             if unsafe { ctx.should_run(&mut st, i, system) } {
-                ctx.run_on_main_thread(&mut st, i, system);
+                // SAFETY: the scope drained, and no reference to a system
+                // is left (a sync point borrows them all).
+                unsafe { ctx.run_on_main_thread(&mut st, i) };
                 st.unapplied.insert(i);
             }
             st.completed.insert(i);
@@ -427,12 +429,21 @@ impl<'a> Ctx<'a> {
         self.spawn(&spawn, scope);
     }
 
-    fn run_on_main_thread(&self, st: &mut State, i: usize, system: &mut SystemWithAccess) {
+    /// Runs system `i` (exclusive, non-`Send`, or a sync point) on the
+    /// thread that owns the world. Each kind takes its own reference: a sync
+    /// point borrows every system, `i` among them, so no reference to
+    /// system `i` may be held across it (Miri reported the one this took as
+    /// an argument, which the sync point's slice overlapped).
+    ///
+    /// # Safety
+    /// No system is running, and the caller holds no reference to a system.
+    unsafe fn run_on_main_thread(&self, st: &mut State, i: usize) {
         let _zone = zone(self.plan.zones[i], self.plan.lanes[i]);
         if self.plan.apply_deferred[i] {
             // SAFETY: no system is running, so the world is not borrowed.
             let world = unsafe { self.world.world_mut() };
-            // SAFETY: no system is running, so none of them is borrowed.
+            // SAFETY: no system is running, and the caller holds no
+            // reference to one, so none of them is borrowed.
             let systems = unsafe { std::slice::from_raw_parts_mut(self.systems.0, self.plan.len) };
             apply_deferred(
                 &mut st.unapplied,
@@ -443,6 +454,9 @@ impl<'a> Ctx<'a> {
             );
             return;
         }
+        // SAFETY: no system is running, and the caller holds no reference
+        // to one; this is the only reference to system `i` until it returns.
+        let system = unsafe { &mut *self.systems.0.add(i) };
         let result = if self.plan.exclusive[i] {
             // SAFETY: no system is running, so the world is not borrowed.
             let world = unsafe { self.world.world_mut() };
