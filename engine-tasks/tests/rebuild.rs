@@ -291,8 +291,8 @@ fn builds_that_repeat_the_last_in_part_run_as_fresh_builds() {
     let mut other = TaskGraph::<Log>::builder().build().unwrap();
     // What `graph` holds: the last fill that built.
     let mut held = None::<Desc>;
-    // Under Miri (`tools/miri`), enough rounds for every kind of change and
-    // both ways of building.
+    // Under Miri (`tools/miri`), fewer: they still make every kind of
+    // change but the options, and both ways of building.
     let rounds = if cfg!(miri) { 100 } else { 2_000 };
     for round in 0..rounds {
         if rng.below(8) == 0 {

@@ -241,8 +241,10 @@ impl SystemExecutor for PoolExecutor {
             let system = unsafe { &*ctx.systems.0.add(i) };
             // SAFETY: nothing is running, so the conditions may read anything.
             if unsafe { ctx.should_run(&mut st, i, system) } {
-                // SAFETY: the scope drained, and no reference to a system
-                // is left (a sync point borrows them all).
+                // SAFETY: this thread owns the world and holds the state
+                // lock; the scope drained, so no system runs, and the
+                // reference above ended with `should_run`; `i` is a system
+                // of the plan.
                 unsafe { ctx.run_on_main_thread(&mut st, i) };
                 st.unapplied.insert(i);
             }
@@ -429,19 +431,21 @@ impl<'a> Ctx<'a> {
         self.spawn(&spawn, scope);
     }
 
-    /// Runs system `i` (exclusive, non-`Send`, or a sync point) on the
-    /// thread that owns the world. Each kind takes its own reference: a sync
-    /// point borrows every system, `i` among them, so no reference to
-    /// system `i` may be held across it (Miri reported the one this took as
-    /// an argument, which the sync point's slice overlapped).
+    /// Runs system `i`, a sync point or an exclusive system, on the thread
+    /// that owns the world (non-`Send` systems run as tasks bound to that
+    /// thread, `run_one`). A sync point borrows every system, `i` among
+    /// them, so the caller holds no reference to a system across this call,
+    /// and an exclusive system's reference is taken only in its branch.
     ///
     /// # Safety
-    /// No system is running, and the caller holds no reference to a system.
+    /// The caller runs on the thread that owns the world, holds the state
+    /// lock (`st`), no system is running, the caller holds no reference to
+    /// a system, and `i < plan.len`.
     unsafe fn run_on_main_thread(&self, st: &mut State, i: usize) {
         let _zone = zone(self.plan.zones[i], self.plan.lanes[i]);
+        // SAFETY: no system is running, so the world is not borrowed.
+        let world = unsafe { self.world.world_mut() };
         if self.plan.apply_deferred[i] {
-            // SAFETY: no system is running, so the world is not borrowed.
-            let world = unsafe { self.world.world_mut() };
             // SAFETY: no system is running, and the caller holds no
             // reference to one, so none of them is borrowed.
             let systems = unsafe { std::slice::from_raw_parts_mut(self.systems.0, self.plan.len) };
@@ -454,26 +458,20 @@ impl<'a> Ctx<'a> {
             );
             return;
         }
-        // SAFETY: no system is running, and the caller holds no reference
-        // to one; this is the only reference to system `i` until it returns.
+        debug_assert!(
+            self.plan.exclusive[i],
+            "only sync points and exclusive systems"
+        );
+        // SAFETY: `i < plan.len`, no system is running and the caller holds
+        // no reference to one: this is the only reference to system `i`.
         let system = unsafe { &mut *self.systems.0.add(i) };
-        let result = if self.plan.exclusive[i] {
-            // SAFETY: no system is running, so the world is not borrowed.
-            let world = unsafe { self.world.world_mut() };
-            catch_unwind(AssertUnwindSafe(|| system.run((), world)))
-        } else {
-            // SAFETY: no system is running; this non-`Send` system runs on
-            // the thread that owns the world.
-            catch_unwind(AssertUnwindSafe(|| unsafe {
-                system.run_unsafe((), self.world)
-            }))
-        };
-        let message = if self.plan.exclusive[i] {
-            "Exclusive system panicked"
-        } else {
-            "System panicked"
-        };
-        if let Some(payload) = report(result, system, self.error_handler, message) {
+        let result = catch_unwind(AssertUnwindSafe(|| system.run((), world)));
+        if let Some(payload) = report(
+            result,
+            system,
+            self.error_handler,
+            "Exclusive system panicked",
+        ) {
             st.panic.get_or_insert(payload);
         }
     }
