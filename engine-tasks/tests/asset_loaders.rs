@@ -622,6 +622,45 @@ fn a_zstd_frame_declaring_a_huge_size_fails_without_reserving_it() {
     );
 }
 
+/// An asset file (`ETA1`) whose header declares 1 GiB and whose LZ4 frame
+/// holds 5 bytes.
+fn eta_declaring_a_gigabyte() -> Vec<u8> {
+    let mut file = encode_asset(b"short");
+    file[4..12].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    file
+}
+
+#[test]
+fn an_asset_file_declaring_a_huge_size_fails_without_reserving_it() {
+    // As for zstd above: reserving the declared size aborts the child.
+    common::in_child_process(
+        "an_asset_file_declaring_a_huge_size_fails_without_reserving_it",
+        || {
+            within_watchdog("ETA1 declared size", || {
+                let rig = Rig::new("eta-declared", StreamerConfig::default(), |dir| {
+                    dir.write("liar.eta", eta_declaring_a_gigabyte());
+                });
+                #[cfg(target_os = "linux")]
+                cap_address_space(768 << 20);
+                // Whole, as `decode_asset` decodes (one step of any size).
+                let whole = engine_tasks::assets::decode_asset(&eta_declaring_a_gigabyte());
+                assert!(
+                    whole.as_ref().unwrap_err().contains("decoded 5 bytes"),
+                    "{whole:?}"
+                );
+                // In steps, through the loader of `eta` files.
+                let liar = rig.streamer.load::<Vec<u8>>("liar.eta", 0);
+                let o = rig.outcomes();
+                let kind = o[&liar.id().0].as_ref().unwrap_err();
+                match loader_error::<CodecError>(kind) {
+                    CodecError::Corrupt(why) => assert!(why.contains("decoded 5 bytes"), "{why}"),
+                    other => panic!("{other}"),
+                }
+            });
+        },
+    );
+}
+
 /// Caps this process's address space at what it maps now plus `headroom`.
 #[cfg(target_os = "linux")]
 fn cap_address_space(headroom: u64) {

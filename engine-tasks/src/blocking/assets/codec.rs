@@ -16,6 +16,12 @@ pub const DECODE_STEP: usize = 128 * 1024;
 /// Largest decoded asset accepted (a corrupt size field must not make the
 /// decoder reserve gigabytes).
 pub const MAX_ASSET_SIZE: u64 = 1 << 30;
+/// The most a decoder reserves before decoding, whatever the header
+/// declares: beyond it the output grows as it is really decoded.
+const MAX_RESERVE: u64 = 16 << 20;
+/// The most an LZ4 stream can expand: a match's length grows by at most
+/// 255 per byte of the stream (the LZ4 block format's length bytes).
+const LZ4_MAX_RATIO: u64 = 255;
 
 /// Encodes `data` as an asset file: header plus an LZ4 frame with a
 /// content checksum.
@@ -100,12 +106,17 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
         if size > MAX_ASSET_SIZE {
             return Err(format!("declared size {size} exceeds {MAX_ASSET_SIZE}"));
         }
+        // The declared size is the file's word, not a fact: a file of a
+        // few bytes may declare a gigabyte. Reserve no more than its stream
+        // can expand to, nor than `MAX_RESERVE`; `step` grows the rest.
+        let plausible = ((bytes.len() - HEADER_LEN) as u64).saturating_mul(LZ4_MAX_RATIO);
+        let reserve = size.min(plausible).min(MAX_RESERVE);
         let mut cursor = io::Cursor::new(file);
         cursor.set_position(HEADER_LEN as u64);
         Ok(AssetDecoder {
             frame: lz4_flex::frame::FrameDecoder::new(cursor),
             // One spare byte: `step` reads one past the end to find it.
-            data: Vec::with_capacity(size as usize + 1),
+            data: Vec::with_capacity(reserve as usize + 1),
             size,
         })
     }
@@ -117,14 +128,19 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
         let room = (self.size as usize).saturating_sub(start);
         // One byte past the declared size, to notice data that runs over.
         let want = budget.max(1).min(room + 1);
-        // Zero only the bytes this step may fill (the capacity was reserved).
-        self.data.resize(start + want, 0);
-        let mut filled = 0;
-        while filled < want {
-            match self.frame.read(&mut self.data[start + filled..]) {
+        let end = start + want;
+        let mut len = start;
+        while len < end {
+            // Zero at most a step's bytes ahead of what is decoded: a header
+            // that overstates the size costs no more than that.
+            let ahead = (end - len).min(DECODE_STEP);
+            if self.data.len() < len + ahead {
+                self.data.resize(len + ahead, 0);
+            }
+            match self.frame.read(&mut self.data[len..len + ahead]) {
                 Ok(0) => {
                     // The frame ended; its checksum was checked on the way.
-                    self.data.truncate(start + filled);
+                    self.data.truncate(len);
                     if self.data.len() as u64 != self.size {
                         let (got, size) = (self.data.len(), self.size);
                         return Err(format!("decoded {got} bytes, header says {size}"));
@@ -132,17 +148,19 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
                     // The decoder stops at the end of the frame: anything
                     // after it is not part of the asset.
                     let cursor = self.frame.get_ref();
-                    let (end, len) = (cursor.position(), cursor.get_ref().as_ref().len() as u64);
-                    if end != len {
-                        return Err(format!("{} bytes after the LZ4 frame", len - end));
+                    let read = cursor.position();
+                    let total = cursor.get_ref().as_ref().len() as u64;
+                    if read != total {
+                        return Err(format!("{} bytes after the LZ4 frame", total - read));
                     }
                     return Ok(true);
                 }
-                Ok(n) => filled += n,
+                Ok(n) => len += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("LZ4 frame: {e}")),
             }
         }
+        debug_assert_eq!(self.data.len(), end);
         if self.data.len() as u64 > self.size {
             return Err(format!("more than the {} bytes the header says", self.size));
         }
