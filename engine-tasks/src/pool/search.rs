@@ -154,14 +154,17 @@ impl Local<'_> {
     /// anywhere in the pool (a thorough look, for the parking path).
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn visible_lane_below(&self, floor: Lane) -> Option<Lane> {
+        self.visible_lane(&Lane::ALL[floor.index() + 1..])
+    }
+
+    /// The first of `lanes` with queued work anywhere in the pool: its
+    /// injector or any thread's queues (a thorough look).
+    pub(super) fn visible_lane(&self, lanes: &[Lane]) -> Option<Lane> {
         let shared = self.shared;
-        Lane::ALL[floor.index() + 1..]
-            .iter()
-            .copied()
-            .find(|&lane| {
-                !shared.injector[lane.index()].is_empty()
-                    || shared.slots.iter().any(|slot| slot.has_work(lane))
-            })
+        lanes.iter().copied().find(|&lane| {
+            !shared.injector[lane.index()].is_empty()
+                || shared.slots.iter().any(|slot| slot.has_work(lane))
+        })
     }
 
     pub(super) fn background_visible(&self, thorough: bool) -> bool {

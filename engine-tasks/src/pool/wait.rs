@@ -374,6 +374,10 @@ impl Local<'_> {
         let helping = OnceCell::new();
         let first_look = |floor| {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
+                // Work of the other pool: first give back this pool's
+                // searcher token, if a push gave it to this thread, so
+                // that pushes to this pool still wake its threads.
+                self.leave_search();
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
@@ -381,6 +385,8 @@ impl Local<'_> {
             if let Some(other) = other.filter(|other| other.needs_helpers()) {
                 // Listed before the look, so a later push wakes this thread.
                 helping.get_or_init(|| Helping::new(other, self.helper_waker()));
+                // As above, before a task of the other pool may run.
+                self.leave_search();
                 if run_one_unowned(other) {
                     return true;
                 }
@@ -473,13 +479,8 @@ impl Local<'_> {
             return;
         }
         fence(Ordering::SeqCst);
-        let shared = self.shared;
-        let visible = Lane::ALL.iter().copied().find(|&lane| {
-            !shared.injector[lane.index()].is_empty()
-                || shared.slots.iter().any(|slot| slot.has_work(lane))
-        });
-        if let Some(lane) = visible {
-            shared.notify(lane);
+        if let Some(lane) = self.visible_lane(&Lane::ALL) {
+            self.shared.notify(lane);
         }
     }
 

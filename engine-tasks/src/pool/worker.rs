@@ -338,10 +338,26 @@ impl<'a> Local<'a> {
     }
 
     /// This thread found work of `lane`. If it was the last searcher, there
-    /// may be more, so it passes the search on (see idle.rs).
+    /// may be more, so it passes the search on (see idle.rs): for `lane`,
+    /// and for the most urgent lane above it with queued work. While this
+    /// thread held the token, a push of a more urgent lane may have been
+    /// turned away (idle.rs), and `notify(lane)` reaches only threads that
+    /// may run `lane`: a thread waiting for frame-critical work would sleep
+    /// on beside that push while this one runs, say, a long background
+    /// task.
     pub(super) fn hand_on_search(&self, lane: Lane) {
         if self.searching.replace(false) && self.shared.sleep.end_search() {
             self.shared.notify(lane);
+            // No lost push: the push turned away published its task before
+            // its SeqCst fence, which read the token we held; `notify`'s
+            // SeqCst fence above comes after our release of the token, so
+            // the look below sees the task (the pair in idle.rs). If that
+            // `notify` woke a thread, this one finds the token taken: a
+            // thread that may run `lane` may run every more urgent lane,
+            // and searches those first.
+            if let Some(urgent) = self.visible_lane(&Lane::ALL[..lane.index()]) {
+                self.shared.notify(urgent);
+            }
         }
     }
 
@@ -618,9 +634,8 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
             Idle::Stopped => break,
         }
     });
-    if local.searching.get() {
-        shared.sleep.end_search();
-    }
+    // A push turned away while this thread held the token is passed on.
+    local.leave_search();
     placement.unregister_current_thread();
 }
 

@@ -13,7 +13,10 @@
 //!   thread owns the token: when it finds a task it releases the token and, if
 //!   it was the last searcher, calls `notify` itself, so wake-ups spread one
 //!   at a time exactly while there is work (the hand-off of the zap pool's
-//!   `waking` state, and of Go's and Tokio's `nmspinning`).
+//!   `waking` state, and of Go's and Tokio's `nmspinning`). It notifies for
+//!   the lane it found and for any more urgent lane with queued work: a push
+//!   of that lane it turned away may have only a thread restricted to urgent
+//!   lanes to wake.
 //! * **Idle masks.** A thread about to park sets its bit in the mask of the
 //!   least urgent lane it may run (`idle[lane]`): workers may run everything,
 //!   a thread blocked in `join` only work as urgent as what it waits for
@@ -413,6 +416,83 @@ mod loom_models {
             for w in workers {
                 w.join().unwrap();
             }
+        });
+    }
+
+    /// `notify`, giving the token back if it took it but found no thread.
+    fn notify_or_give_up(sleep: &Sleep, lane: Lane) {
+        if sleep.notify(lane, false) == Notify::NeedThread {
+            sleep.give_up_token();
+        }
+    }
+
+    /// A thread that may run only frame-critical work (one waiting in a
+    /// frame) in `slot`: it returns once it ran one task of `urgent`.
+    fn urgent_waiter(sleep: &Sleep, urgent: &AtomicUsize, slot: usize) {
+        let take = || {
+            // Relaxed: the queue stand-in; ordering comes from the protocol.
+            let n = urgent.load(Ordering::Relaxed);
+            n > 0
+                && urgent
+                    .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+        };
+        let mut searching = false;
+        loop {
+            if take() {
+                break;
+            }
+            sleep.prepare_park(slot, Lane::FrameCritical, searching);
+            if take() {
+                searching = sleep.unidle(slot, Lane::FrameCritical);
+                break;
+            }
+            sleep.park(slot);
+            searching = sleep.unidle(slot, Lane::FrameCritical);
+        }
+        if searching && sleep.end_search() {
+            notify_or_give_up(sleep, Lane::FrameCritical);
+        }
+    }
+
+    /// Lanes: a searcher that finds background work (it looked at the
+    /// frame-critical queue before a push there) hands the search on for
+    /// that lane and for the frame-critical push it turned away meanwhile
+    /// (`Local::hand_on_search`), so the thread waiting for frame-critical
+    /// work, which a notify for the background lane cannot reach, runs it.
+    /// Handing on for the found lane alone, the waiter can sleep on beside
+    /// the queued task (loom reports the deadlock).
+    #[test]
+    fn an_urgent_push_turned_away_by_a_background_searcher_is_passed_on() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let urgent = Arc::new(AtomicUsize::new(0));
+            // The searcher starts with the token, as a thread started for a
+            // push does.
+            assert_eq!(sleep.notify(Lane::Background, true), Notify::NeedThread);
+            let searcher = {
+                let (sleep, urgent) = (sleep.clone(), urgent.clone());
+                thread::spawn(move || {
+                    // It found its background task; hand the search on.
+                    if sleep.end_search() {
+                        notify_or_give_up(&sleep, Lane::Background);
+                        // Relaxed: ordered after the pusher's by `notify`'s
+                        // SeqCst fence (the module docs' pair).
+                        if urgent.load(Ordering::Relaxed) > 0 {
+                            notify_or_give_up(&sleep, Lane::FrameCritical);
+                        }
+                    }
+                })
+            };
+            let waiter = {
+                let (sleep, urgent) = (sleep.clone(), urgent.clone());
+                thread::spawn(move || urgent_waiter(&sleep, &urgent, 1))
+            };
+            // Relaxed: published by the SeqCst fence in `notify`.
+            urgent.fetch_add(1, Ordering::Relaxed);
+            notify_or_give_up(&sleep, Lane::FrameCritical);
+            searcher.join().unwrap();
+            waiter.join().unwrap();
         });
     }
 
