@@ -362,6 +362,13 @@ impl PoolHandle {
     /// Runs `a` and `b`, potentially in parallel, and returns both results.
     /// A panic in either is re-raised here after both have finished.
     ///
+    /// While it waits for work that another thread took, the calling thread
+    /// runs queued tasks of the pool at least as urgent as the lane it runs
+    /// in (its task's or node's lane; [`Lane::Normal`] on a thread outside
+    /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
+    /// be unrelated tasks: do not call it while holding a lock that other
+    /// tasks take.
+    ///
     /// ```
     /// use engine_tasks::Pool;
     ///
@@ -387,6 +394,14 @@ impl PoolHandle {
     /// waits (block-on-complete) until all of them finish. The first panic of
     /// the body or a task is re-raised after every task has finished.
     ///
+    /// While it waits for tasks that other threads took, the calling thread
+    /// runs queued tasks of the pool at least as urgent as the least urgent
+    /// lane the scope's tasks were spawned in (by default the lane it runs
+    /// in: its task's or node's lane; [`Lane::Normal`] on a thread outside
+    /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
+    /// be unrelated tasks: do not call it while holding a lock that other
+    /// tasks take.
+    ///
     /// ```
     /// use engine_tasks::Pool;
     ///
@@ -410,6 +425,13 @@ impl PoolHandle {
 
     /// Calls `f(i)` for each `i` in `range` in parallel, in pieces of at most
     /// `grain` indices (0 counts as 1), and returns when all are done.
+    ///
+    /// While it waits for work that another thread took, the calling thread
+    /// runs queued tasks of the pool at least as urgent as the lane it runs
+    /// in (its task's or node's lane; [`Lane::Normal`] on a thread outside
+    /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
+    /// be unrelated tasks: do not call it while holding a lock that other
+    /// tasks take.
     ///
     /// ```
     /// use engine_tasks::Pool;
