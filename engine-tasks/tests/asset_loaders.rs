@@ -525,7 +525,7 @@ impl AssetLoader for Panicky {
 }
 
 #[test]
-fn a_panicking_loader_ends_its_requests_as_interrupted() {
+fn a_panicking_loader_ends_its_requests_with_the_panic_message() {
     within_watchdog("panicking loader", || {
         let rig = Rig::new("panic", StreamerConfig::default(), |dir| {
             dir.write("boom.panic", "boom");
@@ -538,12 +538,15 @@ fn a_panicking_loader_ends_its_requests_as_interrupted() {
         let late = rig.streamer.load::<u8>("late.panic", 0);
         let o = rig.outcomes();
         assert_eq!(o.len(), 3, "one event per request");
-        for h in [&boom, &boom_too, &late] {
-            assert!(
-                matches!(o[&h.id().0], Err(AssetErrorKind::Interrupted)),
-                "{:?}",
-                o[&h.id().0]
-            );
+        for (h, said) in [
+            (&boom, "a loader bug"),
+            (&boom_too, "a loader bug"),
+            (&late, "a loader bug, in a step"),
+        ] {
+            match &o[&h.id().0] {
+                Err(AssetErrorKind::LoaderPanicked(message)) => assert_eq!(message, said),
+                other => panic!("{other:?}"),
+            }
         }
         // The streamer and its pools go on.
         let fine = rig.streamer.load::<u8>("fine.panic", 0);
@@ -582,6 +585,113 @@ fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down()
         assert_eq!(a.status(), LoadStatus::Failed);
         let p = streamer.progress();
         assert_eq!((p.requested, p.failed), (2, 2));
+    });
+}
+
+#[test]
+fn a_read_refused_by_a_full_blocking_pool_fails_as_pool_busy_and_a_retry_loads() {
+    within_watchdog("blocking pool full", || {
+        let dir = rig::TempDir::new("pool-busy");
+        dir.write("a.bin", "a");
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder()
+            .cap(1)
+            .max_queued(1)
+            .build()
+            .unwrap();
+        let streamer =
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        // The only thread is busy and one task waits: the pool is full.
+        let (started, is_started) = std::sync::mpsc::channel();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let slow = blocking
+            .spawn(move || {
+                started.send(()).unwrap();
+                hold.recv().unwrap();
+            })
+            .unwrap();
+        is_started.recv().unwrap();
+        let queued = blocking.spawn(|| ()).unwrap();
+        let refused = streamer.load::<Vec<u8>>("a.bin", 0);
+        let events = |want: usize| {
+            let mut out = Vec::new();
+            while out.len() < want {
+                streamer.update(&mut out);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            out
+        };
+        match &events(1)[..] {
+            [LoadEvent::Failed(e)] => {
+                assert_eq!(e.id, refused.id());
+                assert!(matches!(e.kind, AssetErrorKind::PoolBusy), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Room again: the same file loads.
+        release.send(()).unwrap();
+        slow.wait().unwrap();
+        queued.wait().unwrap();
+        let retry = streamer.load::<Vec<u8>>("a.bin", 0);
+        match &events(1)[..] {
+            [LoadEvent::Loaded { id, .. }] => assert_eq!(*id, retry.id()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(&**retry.get().unwrap(), b"a");
+    });
+}
+
+#[test]
+fn shutting_the_blocking_pool_down_under_a_stream_of_requests_returns_and_loses_none() {
+    within_watchdog("shutdown under requests", || {
+        let dir = rig::TempDir::new("shutdown-stream");
+        dir.write("a.eta", encode_asset(b"a"));
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder().build().unwrap();
+        let streamer = Arc::new(
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap(),
+        );
+        // Requests arrive faster than one reader reads them, before and
+        // after the shutdown, until it returns.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let requester = {
+            let (streamer, stop) = (streamer.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    ids.push(streamer.request("a.eta", 0));
+                }
+                ids
+            })
+        };
+        while streamer.progress().requested < 200 {
+            std::thread::yield_now();
+        }
+        blocking.shutdown();
+        stop.store(true, Ordering::Relaxed);
+        let ids = requester.join().unwrap();
+        // Every request ends once: read before the shutdown, or failed.
+        let mut ended = HashMap::new();
+        while ended.len() < ids.len() {
+            let mut out = Vec::new();
+            streamer.drain(&mut out);
+            for event in out {
+                let (id, ok) = match event {
+                    Ok(asset) => (asset.id, true),
+                    Err(e) => {
+                        assert!(matches!(e.kind, AssetErrorKind::PoolUnavailable), "{e}");
+                        (e.id, false)
+                    }
+                };
+                assert!(ended.insert(id, ok).is_none(), "{id:?} ended twice");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(ids.iter().all(|id| ended.contains_key(id)));
+        assert!(
+            ended.values().any(|&ok| !ok),
+            "the shutdown failed no request"
+        );
     });
 }
 

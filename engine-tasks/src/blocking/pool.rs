@@ -449,6 +449,13 @@ impl BlockingPoolHandle {
         }
     }
 
+    /// Whether [`shutdown`](Self::shutdown) was called: later submissions
+    /// fail. For a long job that should stop early, since shutdown joins
+    /// its thread.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.inner.lock().shutdown
+    }
+
     /// Shuts the pool down: later submissions fail, queued tasks are
     /// dropped except mandatory ones, which run, and every thread is
     /// joined before this returns. A second call made while the

@@ -159,8 +159,17 @@ pub enum AssetErrorKind {
     Corrupt(String),
     /// A pool refused the work (it is shutting down).
     PoolUnavailable,
-    /// A panic interrupted reading or decoding.
+    /// The blocking pool refused the read for now (its queue was at its
+    /// [`max_queued`](crate::BlockingPoolBuilder::max_queued), or it could
+    /// not start a thread) while no other read was under way to take the
+    /// request later. Nothing is shutting down: request it again.
+    PoolBusy,
+    /// A panic interrupted reading or decoding (outside a loader's own
+    /// code: a loader's panic is [`LoaderPanicked`](Self::LoaderPanicked)).
     Interrupted,
+    /// The loader panicked, in [`AssetLoader::load`] or in a
+    /// [`DecodeSteps::step`]: the panic's message.
+    LoaderPanicked(String),
     /// Cancelled with [`AssetStreamer::cancel`].
     Cancelled,
     /// No loader is registered for the file's extension (or it has none).
@@ -212,7 +221,9 @@ impl AssetErrorKind {
             K::Unreadable(e) => K::Unreadable(io::Error::new(e.kind(), e.to_string())),
             K::Corrupt(why) => K::Corrupt(why.clone()),
             K::PoolUnavailable => K::PoolUnavailable,
+            K::PoolBusy => K::PoolBusy,
             K::Interrupted => K::Interrupted,
+            K::LoaderPanicked(message) => K::LoaderPanicked(message.clone()),
             K::Cancelled => K::Cancelled,
             K::UnknownExtension { extension } => K::UnknownExtension {
                 extension: extension.clone(),
@@ -250,7 +261,13 @@ impl fmt::Display for AssetErrorKind {
             AssetErrorKind::Unreadable(e) => write!(f, "unreadable: {e}"),
             AssetErrorKind::Corrupt(why) => write!(f, "corrupt: {why}"),
             AssetErrorKind::PoolUnavailable => write!(f, "the pools are shutting down"),
+            AssetErrorKind::PoolBusy => write!(
+                f,
+                "the blocking pool refused the read (its queue is full, or it could not \
+                 start a thread)"
+            ),
             AssetErrorKind::Interrupted => write!(f, "interrupted by a panic"),
+            AssetErrorKind::LoaderPanicked(message) => write!(f, "the loader panicked: {message}"),
             AssetErrorKind::Cancelled => write!(f, "cancelled"),
             AssetErrorKind::UnknownExtension { extension } => {
                 write!(f, "no loader for the extension {extension:?}")

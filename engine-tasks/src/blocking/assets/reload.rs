@@ -30,28 +30,29 @@ impl Inner {
     /// Queues a reload of `slot` in reload cascade `cascade` (or marks it,
     /// if a load runs). A slot that already reloaded in `cascade` does not
     /// again, unless `again` (its own pending reload, marked in it).
+    /// Whether it queued or marked one.
     pub(super) fn queue_reload(
         this: &Arc<Inner>,
         slot: Arc<dyn AnySlot>,
         cascade: u64,
         again: bool,
-    ) {
+    ) -> bool {
         {
             let mut requests = this.lock_requests();
             let core = slot.core();
             let mut st = core.lock();
             if !again {
                 if st.cascade == cascade {
-                    return;
+                    return false;
                 }
                 st.cascade = cascade;
             }
             if st.loading {
                 st.dirty = true;
-                return;
+                return true;
             }
             if st.outcome.is_none() || core.loader.is_none() {
-                return;
+                return false;
             }
             st.loading = true;
             st.reload = true;
@@ -66,6 +67,7 @@ impl Inner {
             );
         }
         Inner::pump(this);
+        true
     }
 
     /// See [`AssetStreamer::reload`].
@@ -80,13 +82,12 @@ impl Inner {
                 .filter_map(|(_, slot)| slot.upgrade())
                 .collect()
         };
-        let n = slots.len();
         // Relaxed: only distinct numbers are needed.
         let cascade = CASCADES.fetch_add(1, Ordering::Relaxed) + 1;
-        for slot in slots {
-            Inner::queue_reload(this, slot, cascade, false);
-        }
-        n
+        slots
+            .into_iter()
+            .filter(|slot| Inner::queue_reload(this, slot.clone(), cascade, false))
+            .count()
     }
 }
 

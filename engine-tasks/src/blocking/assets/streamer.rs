@@ -9,10 +9,11 @@ use super::handle::{AnySlot, Commit};
 use super::loader::ErasedLoader;
 use super::waits::WaitGraph;
 use super::{Asset, AssetError, AssetErrorKind, AssetEvent, AssetId, StreamProgress};
-use crate::blocking::BlockingPoolHandle;
+use crate::blocking::{BlockingError, BlockingPoolHandle};
 use crate::lane::Lane;
 use crate::pool::PoolHandle;
 use std::any::TypeId;
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -368,9 +369,11 @@ impl AssetStreamer {
     /// [`LoadEvent::Failed`](super::LoadEvent::Failed) with
     /// [`AssetErrorKind::Cancelled`] at the next
     /// [`update`](Self::update); the load it shared goes on for the other
-    /// requests and dependents that want it, and stops if none is left.
-    /// The cancelled request's handles still share the slot: they read the
-    /// value if another request loads it.
+    /// requests and dependents that want it, and stops if none is left
+    /// (before its read, or at its next step; a load already decoded and
+    /// waiting for its dependencies ends as it would have, with no request
+    /// left to tell). The cancelled request's handles still share the slot:
+    /// they read the value if another request loads it.
     pub fn cancel(&self, id: AssetId) -> bool {
         let mut requests = self.inner.lock_requests();
         if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
@@ -485,9 +488,11 @@ pub(super) fn is_plain_relative(path: &Path) -> bool {
 }
 
 /// One reader job's claim on a read slot. If the job is dropped without
-/// running (the blocking pool shut down, or refused it) or panics, the slot
-/// is given back, and if it was the last reader, the requests still waiting
-/// fail with [`AssetErrorKind::PoolUnavailable`] rather than wait forever.
+/// running (the blocking pool shut down, or refused it), stops because the
+/// pool is shutting down, or panics, the slot is given back, and if it was
+/// the last reader, the requests still waiting fail rather than wait
+/// forever: with [`AssetErrorKind::PoolBusy`] if the pool refused the job
+/// for now (`pump`), else [`AssetErrorKind::PoolUnavailable`].
 struct ReaderSlot {
     inner: Arc<Inner>,
     armed: bool,
@@ -495,10 +500,16 @@ struct ReaderSlot {
 
 impl ReaderSlot {
     /// Reads the most urgent waiting request, hands its bytes to a decode
-    /// task on the background lane, and repeats until none waits.
+    /// task on the background lane, and repeats until none waits, or until
+    /// the blocking pool shuts down: its shutdown joins this thread, which
+    /// a steady stream of requests would otherwise keep reading.
     fn read_loop(mut self) {
         let inner = self.inner.clone();
         loop {
+            if inner.blocking.is_shut_down() {
+                // The slot's drop fails what waits, if no reader is left.
+                return;
+            }
             let (next, cancelled) = {
                 let mut requests = inner.lock_requests();
                 let Some(next) = requests.pop() else {
@@ -610,8 +621,17 @@ impl Drop for Claim {
     }
 }
 
+thread_local! {
+    /// Set by `pump` on its own thread just before it drops a reader job
+    /// that the blocking pool refused for now (full, or no thread), read by
+    /// that job's `ReaderSlot::drop` in the same call: a job dropped
+    /// anywhere else (by the pool's shutdown) finds it clear.
+    static REFUSED_FOR_NOW: Cell<bool> = const { Cell::new(false) };
+}
+
 impl Drop for ReaderSlot {
     fn drop(&mut self) {
+        let refused_for_now = REFUSED_FOR_NOW.with(|r| r.replace(false));
         if !self.armed {
             return;
         }
@@ -629,7 +649,11 @@ impl Drop for ReaderSlot {
             }
         };
         for Pending { path, job } in orphans {
-            let kind = AssetErrorKind::PoolUnavailable;
+            let kind = if refused_for_now {
+                AssetErrorKind::PoolBusy
+            } else {
+                AssetErrorKind::PoolUnavailable
+            };
             match job {
                 Job::Legacy(id) => self.inner.finish(Err(AssetError { id, path, kind })),
                 Job::Slot(slot) => Inner::finish_load(&self.inner, slot, Err(kind)),
@@ -662,7 +686,11 @@ impl Inner {
             };
             if let Err(refused) = this.blocking.spawn(move || slot.read_loop()) {
                 // Dropping the job disarms nothing: its slot fails what is
-                // pending if no other reader is left.
+                // pending if no other reader is left (a reader still running
+                // serves it), naming why the pool refused.
+                if !matches!(refused, BlockingError::ShutDown(_)) {
+                    REFUSED_FOR_NOW.with(|r| r.set(true));
+                }
                 drop(refused);
                 return;
             }

@@ -20,7 +20,8 @@ use super::reload::rewire;
 use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
-use std::any::TypeId;
+use std::any::{Any, TypeId};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, TryLockError, Weak};
@@ -493,13 +494,19 @@ impl Inner {
             return false;
         }
         st.loading = false;
+        // A reload marked for the stopped load is dropped with it.
+        st.dirty = false;
         if st.outcome.is_none() {
             let mut commit = Commit::events(slot.clone(), Vec::new());
             commit.status = Some(LoadStatus::Cancelled);
             self.push_commit(commit);
         }
-        drop(st);
+        // Under the slot's lock: once it is released a new load of the slot
+        // may start and wait for dependencies, whose edges (filed under the
+        // slot's id) must stay. The wait graph's lock is never held while a
+        // slot's is taken, so the order slot, then wait graph, is safe.
         self.remove_wait_edges(core.id);
+        drop(st);
         true
     }
 
@@ -556,8 +563,10 @@ impl Inner {
             st.priority = top;
             requests.reprioritise(QueueKey::Slot(core.id), top);
         } else if !core.wanted(&st) && requests.remove(QueueKey::Slot(core.id)).is_some() {
-            // Not read yet: stop it here rather than in a reader.
+            // Not read yet: stop it here rather than in a reader. A reload
+            // marked for the stopped load is dropped with it.
             st.loading = false;
+            st.dirty = false;
             if st.outcome.is_none() {
                 commit.status = Some(LoadStatus::Cancelled);
             }
@@ -595,9 +604,24 @@ fn next_slot(requests: &mut Requests) -> u64 {
     requests.next_slot
 }
 
+/// A loader's panic as the load's error, with the panic's message (a
+/// `&str` or `String` payload, as `panic!` makes).
+fn loader_panicked(payload: Box<dyn Any + Send>) -> AssetErrorKind {
+    let message = match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => match payload.downcast::<&'static str>() {
+            Ok(message) => (*message).to_owned(),
+            Err(_) => "a panic whose payload is not a string".to_owned(),
+        },
+    };
+    AssetErrorKind::LoaderPanicked(message)
+}
+
 /// A typed load between its read and its end, which must end it exactly
-/// once: if it is dropped first (a panic in a loader, or a decode task the
-/// pool dropped), the load ends as [`AssetErrorKind::Interrupted`].
+/// once: if it is dropped first (a panic outside the loader's own code,
+/// or a decode task the pool dropped), the load ends as
+/// [`AssetErrorKind::Interrupted`]; a loader's panic ends it as
+/// [`AssetErrorKind::LoaderPanicked`].
 struct SlotClaim {
     inner: Arc<Inner>,
     /// `None` once ended.
@@ -636,7 +660,8 @@ impl SlotClaim {
         let loader = core.loader.clone().expect("a slot that loads has a loader");
         let priority = core.lock().priority;
         let mut cx = LoadContext::new(self.inner.clone(), core.path.clone(), core.id, priority);
-        match loader.start(bytes, &mut cx) {
+        let started = panic::catch_unwind(AssertUnwindSafe(|| loader.start(bytes, &mut cx)));
+        match started.unwrap_or_else(|payload| Err(loader_panicked(payload))) {
             Err(kind) => self.end(Err(kind)),
             Ok(ErasedDecode::Done(value)) => self.decoded(value, cx),
             Ok(ErasedDecode::Steps(steps)) => self.steps(steps, cx, DECODE_STEP),
@@ -649,7 +674,8 @@ impl SlotClaim {
         if self.stop_if_unwanted() {
             return;
         }
-        match steps.step(budget) {
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| steps.step(budget)));
+        match stepped.unwrap_or_else(|payload| Err(loader_panicked(payload))) {
             Err(kind) => self.end(Err(kind)),
             Ok(Poll::Ready(value)) => self.decoded(value, cx),
             Ok(Poll::Pending) => {
