@@ -381,9 +381,9 @@ fn live_threads() -> usize {
 
 /// Case 3: the last `Pool` dropped inside one of its own tasks. The worker
 /// running that task used to try to join itself and panic ("Resource
-/// deadlock avoided"). Now shutdown joins every other worker, runs every
-/// task still queued, and the task's own worker exits when the task
-/// returns: no panic, no task lost, no thread left behind.
+/// deadlock avoided"). Now shutdown joins no worker (case 3b says why),
+/// every task still queued runs, and the task's own worker exits when the
+/// task returns: no panic, no task lost, no thread left behind.
 #[test]
 fn dropping_the_last_pool_inside_its_own_task() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -415,11 +415,77 @@ fn dropping_the_last_pool_inside_its_own_task() {
         drop(pool);
         dropped_send.send(()).unwrap();
         done.recv().unwrap();
-        assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
-        // The dropping worker exits once its task has returned.
+        // Every worker exits once it finds no task, the dropping one once
+        // its task has returned; by then every queued task ran.
         while live_threads() > baseline {
             std::thread::sleep(Duration::from_millis(1));
         }
+        assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
+    });
+}
+
+/// Case 3b: the last `Pool` dropped inside a `join` half that another
+/// worker stole, while the worker that pushed the half waits for it. The
+/// dropping worker used to join every other worker, the waiting one among
+/// them, which waited in turn for the half: both hung. Now it joins none;
+/// the join returns, and the workers run every queued task and exit.
+#[test]
+fn dropping_the_last_pool_inside_a_stolen_join_half() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    in_child_process("dropping_the_last_pool_inside_a_stolen_join_half", || {
+        within_watchdog("pool dropped inside a stolen join half", || {
+            let baseline = live_threads();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
+            let last = Arc::clone(&pool);
+            let stolen = Arc::new(AtomicBool::new(false));
+            let (done_send, done) = mpsc::channel::<bool>();
+            let (dropped_send, dropped) = mpsc::channel::<()>();
+            let owner = pool
+                .spawn(Lane::Normal, move || {
+                    // Once the test's own `Pool` is gone.
+                    dropped.recv().unwrap();
+                    let seen = Arc::clone(&stolen);
+                    let pool = last;
+                    let ((), ()) = engine_tasks::join(
+                        // Waits (a while at most) until the other worker
+                        // takes the second half, so that this one waits
+                        // for it.
+                        move || {
+                            let start = std::time::Instant::now();
+                            while !seen.load(Ordering::Acquire)
+                                && start.elapsed() < Duration::from_secs(5)
+                            {
+                                std::hint::spin_loop();
+                            }
+                        },
+                        move || {
+                            stolen.store(true, Ordering::Release);
+                            drop(pool);
+                        },
+                    );
+                    done_send.send(true).unwrap();
+                })
+                .unwrap();
+            for _ in 0..100 {
+                let ran = Arc::clone(&ran);
+                let _unjoined = pool
+                    .spawn(Lane::Background, move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .unwrap();
+            }
+            drop(owner);
+            drop(pool);
+            dropped_send.send(()).unwrap();
+            assert!(done.recv().unwrap());
+            // As in case 3: once every worker exited, every task ran.
+            while live_threads() > baseline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
+        });
     });
 }
 

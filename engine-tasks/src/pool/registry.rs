@@ -32,8 +32,9 @@
 //! no task, so everything queued runs. The dropping thread then waits for
 //! submissions that were already past the shutdown check, and runs whatever is
 //! still queued itself. No task is dropped unrun. A `Pool` dropped inside
-//! one of its own tasks joins every other worker; its own thread exits when
-//! that task returns.
+//! one of its own tasks joins no worker, since another may be waiting for
+//! that task: every worker, its own included, exits once it finds no task
+//! (its own when that task returns).
 
 use crate::faults::{self, Site};
 use crate::lane::Lane;
@@ -574,13 +575,17 @@ impl Shared {
         for slot in 0..self.sleep.slots() {
             self.sleep.unpark(slot);
         }
-        // The last `Pool` may be dropped inside one of its own tasks: that
-        // worker cannot join itself. It drains the queues with the others
-        // gone (the caller's `drain`), and its loop sees the closed gate and
-        // exits once the task returns; its handle is dropped, detaching it.
+        // The last `Pool` may be dropped inside one of its own tasks. That
+        // worker cannot join itself, nor any other: another worker may be
+        // waiting for the very task that drops the pool (a `join` half this
+        // worker stole), and would never exit. So it joins none: it drains
+        // the queues beside them (the caller's `drain`), every worker's
+        // loop sees the closed gate and exits once it finds no task, and
+        // their handles are dropped, detaching them. Each holds the pool's
+        // `Shared` until it exits.
         let me = std::thread::current().id();
-        for handle in handles {
-            if handle.thread().id() != me {
+        if handles.iter().all(|handle| handle.thread().id() != me) {
+            for handle in handles {
                 // Workers abort rather than unwind, so join cannot fail; if
                 // a custom spawn function's thread did, there is nothing to
                 // resume.
