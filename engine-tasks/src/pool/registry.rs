@@ -363,6 +363,9 @@ impl Shared {
     /// frame, and spinning in a gap of milliseconds would only burn CPU
     /// (the `frame_cpu` benchmark measures it).
     pub(crate) fn between_frames(&self) -> bool {
+        // Relaxed, both: a hint for how long an idle thread waits before it
+        // parks, paired with nothing; a stale answer costs a short wait or
+        // an early park, and the queues carry the tasks.
         self.frame_loop.load(Ordering::Relaxed)
             && self.frames_in_flight.load(Ordering::Relaxed) == 0
     }
@@ -398,6 +401,7 @@ impl Shared {
     /// parks: zero unless a shared frame is running.
     pub(crate) fn in_frame_wait_ticks(&self) -> u64 {
         if self.in_shared_frame() {
+            // Relaxed: a hint, as in `frame_shared`; paired with nothing.
             self.in_frame_wait_ticks.load(Ordering::Relaxed)
         } else {
             0
@@ -405,6 +409,7 @@ impl Shared {
     }
 
     pub(crate) fn in_shared_frame(&self) -> bool {
+        // Relaxed: a hint, as in `frame_shared`; paired with nothing.
         self.shared_frames.load(Ordering::Relaxed) > 0
     }
 

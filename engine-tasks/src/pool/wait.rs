@@ -71,6 +71,9 @@ impl Local<'_> {
     /// next frame as long as the loop asked (`Shared::linger_ticks`, zero
     /// for a paced loop), then parks. Outside frames a waiting thread keeps
     /// the short spin: its target may finish on another thread any moment.
+    /// A free worker that expects a paced loop's next frame parks with a
+    /// timeout instead, until just before the frame, then looks for its
+    /// work for a bounded while, warming the frame's lines (early_wake.rs).
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(super) fn idle(&self, floor: Lane, waiting: bool, stop: impl Fn() -> bool) -> Idle {
         self.credit.settle();
@@ -119,8 +122,10 @@ impl Local<'_> {
         } else {
             // A short bounded spin (at most 63 pause instructions in all) so
             // that a task pushed a moment later is taken without a sleep/wake
-            // round trip; beyond the waits above, never yields or spins
-            // longer.
+            // round trip. Beyond it and the waits above, the only spin is an
+            // early wake-up's look before a forecast frame, below (bounded
+            // by early_wake.rs's `MAX_LOOK_NANOS`, counted in
+            // `ThreadStats::early_wait`).
             let backoff = Backoff::new();
             for _ in 0..6 {
                 backoff.spin();

@@ -207,7 +207,8 @@ pub enum AssetErrorKind {
 
 impl AssetErrorKind {
     /// A copy for another request that shared the load (`io::Error` is not
-    /// `Clone`: its kind and message are kept).
+    /// `Clone`: an OS error's code is kept, any other error's kind and
+    /// message).
     pub(crate) fn duplicate(&self) -> AssetErrorKind {
         use AssetErrorKind as K;
         match self {
@@ -218,7 +219,11 @@ impl AssetErrorKind {
                 size: *size,
                 max: *max,
             },
-            K::Unreadable(e) => K::Unreadable(io::Error::new(e.kind(), e.to_string())),
+            // An OS error keeps its code (and so its kind and message).
+            K::Unreadable(e) => K::Unreadable(match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), e.to_string()),
+            }),
             K::Corrupt(why) => K::Corrupt(why.clone()),
             K::PoolUnavailable => K::PoolUnavailable,
             K::PoolBusy => K::PoolBusy,
@@ -361,5 +366,31 @@ impl StreamProgress {
     /// Requests that have ended, one way or another.
     pub fn finished(&self) -> u64 {
         self.loaded + self.failed + self.cancelled
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::AssetErrorKind;
+    use std::io;
+
+    #[test]
+    fn a_copied_error_keeps_an_os_code_or_the_kind_and_message() {
+        let os = io::Error::from_raw_os_error(13);
+        let (code, kind) = (os.raw_os_error(), os.kind());
+        match AssetErrorKind::Unreadable(os).duplicate() {
+            AssetErrorKind::Unreadable(e) => {
+                assert_eq!((e.raw_os_error(), e.kind()), (code, kind));
+            }
+            other => panic!("{other:?}"),
+        }
+        let custom = io::Error::new(io::ErrorKind::InvalidData, "bad sector");
+        match AssetErrorKind::Unreadable(custom).duplicate() {
+            AssetErrorKind::Unreadable(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                assert_eq!(e.to_string(), "bad sector");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -27,8 +27,10 @@ fn changes_content(kind: &EventKind) -> bool {
 impl AssetStreamer {
     /// Watches the root for changed files and reloads the live loads of
     /// each changed path (see [`reload`](Self::reload)); the new values
-    /// come in at [`update`](Self::update). Watching stops when the
-    /// streamer is dropped. Calling it again replaces the watcher.
+    /// come in at [`update`](Self::update). Watching stops once the
+    /// streamer is dropped and the work it started has ended (a read or
+    /// decode under way, or a reload the watcher is queueing, keeps it
+    /// alive until then). Calling it again replaces the watcher.
     ///
     /// ```
     /// use engine_tasks::assets::AssetStreamer;
