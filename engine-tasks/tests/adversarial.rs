@@ -448,24 +448,22 @@ fn dropping_the_last_pool_inside_a_stolen_join_half() {
                     dropped.recv().unwrap();
                     let seen = Arc::clone(&stolen);
                     let pool = last;
-                    let ((), ()) = engine_tasks::join(
-                        // Waits (a while at most) until the other worker
-                        // takes the second half, so that this one waits
-                        // for it.
+                    let (taken, ()) = engine_tasks::join(
+                        // Waits until the other worker takes the second
+                        // half, so that this one then waits for it (the
+                        // watchdog fails the case if none ever does).
                         move || {
-                            let start = std::time::Instant::now();
-                            while !seen.load(Ordering::Acquire)
-                                && start.elapsed() < Duration::from_secs(5)
-                            {
+                            while !seen.load(Ordering::Acquire) {
                                 std::hint::spin_loop();
                             }
+                            true
                         },
                         move || {
                             stolen.store(true, Ordering::Release);
                             drop(pool);
                         },
                     );
-                    done_send.send(true).unwrap();
+                    done_send.send(taken).unwrap();
                 })
                 .unwrap();
             for _ in 0..100 {
@@ -479,13 +477,77 @@ fn dropping_the_last_pool_inside_a_stolen_join_half() {
             drop(owner);
             drop(pool);
             dropped_send.send(()).unwrap();
-            assert!(done.recv().unwrap());
+            assert!(done.recv().unwrap(), "the other worker took the half");
             // As in case 3: once every worker exited, every task ran.
             while live_threads() > baseline {
                 std::thread::sleep(Duration::from_millis(1));
             }
             assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
         });
+    });
+}
+
+/// Case 3c: as 3b, but the half is taken by a thread outside the pool
+/// that waits for the task as the pool's guest (a guest's wait runs the
+/// pool's tasks, stolen join halves among them). The guest dropped the last
+/// `Pool` there and joined the worker, which waited for the half: both
+/// hung. A guest inside a wait counts as inside the pool: it joins none.
+#[test]
+fn dropping_the_last_pool_inside_a_join_half_a_guest_took() {
+    in_child_process(
+        "dropping_the_last_pool_inside_a_join_half_a_guest_took",
+        guest_takes_the_half_that_drops_the_pool,
+    );
+}
+
+fn guest_takes_the_half_that_drops_the_pool() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    within_watchdog("pool dropped inside a guest's join half", || {
+        let baseline = live_threads();
+        let pool = Arc::new(Pool::builder().threads(1).build().unwrap());
+        let last = Arc::clone(&pool);
+        let taken = Arc::new(AtomicBool::new(false));
+        let taker = Arc::new(Mutex::new(None));
+        let (started_send, started) = mpsc::channel::<()>();
+        let (dropped_send, dropped) = mpsc::channel::<()>();
+        let half_taker = Arc::clone(&taker);
+        let task = pool
+            .spawn(Lane::Normal, move || {
+                started_send.send(()).unwrap();
+                dropped.recv().unwrap();
+                let seen = Arc::clone(&taken);
+                let pool = last;
+                let (this, ()) = engine_tasks::join(
+                    // The only worker waits here until another thread takes
+                    // the second half.
+                    move || {
+                        while !seen.load(Ordering::Acquire) {
+                            std::hint::spin_loop();
+                        }
+                        std::thread::current().id()
+                    },
+                    move || {
+                        *half_taker.lock().unwrap() = Some(std::thread::current().id());
+                        taken.store(true, Ordering::Release);
+                        drop(pool);
+                    },
+                );
+                this
+            })
+            .unwrap();
+        // The worker runs the task, not this thread's wait below.
+        started.recv().unwrap();
+        drop(pool);
+        dropped_send.send(()).unwrap();
+        // This thread waits as the pool's guest, and takes the half.
+        let worker = task.join().unwrap();
+        let took = taker.lock().unwrap().expect("the half ran");
+        assert_eq!(took, std::thread::current().id(), "the guest took the half");
+        assert_ne!(took, worker);
+        while live_threads() > baseline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     });
 }
 

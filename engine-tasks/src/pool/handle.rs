@@ -59,7 +59,10 @@ impl<F> std::error::Error for SpawnError<F> {}
 
 /// The owner of a work-stealing pool. Dropping it shuts the pool down: it
 /// stops accepting `spawn`s, runs every task already queued, and joins every
-/// thread. All methods come from [`PoolHandle`].
+/// thread. Dropped inside one of the pool's own tasks, it joins no thread
+/// (one may be waiting for that task): the workers run what is queued and
+/// exit on their own, and tasks may still be running when the drop returns.
+/// All methods come from [`PoolHandle`].
 ///
 /// ```
 /// use engine_tasks::{Lane, Pool};

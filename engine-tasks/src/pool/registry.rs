@@ -32,15 +32,17 @@
 //! no task, so everything queued runs. The dropping thread then waits for
 //! submissions that were already past the shutdown check, and runs whatever is
 //! still queued itself. No task is dropped unrun. A `Pool` dropped inside
-//! one of its own tasks joins no worker, since another may be waiting for
-//! that task: every worker, its own included, exits once it finds no task
-//! (its own when that task returns).
+//! one of its own tasks (on a worker, or on a thread waiting as its guest)
+//! joins no worker, since one may be waiting for that task: every worker
+//! exits once it finds no task (the dropping one when that task returns),
+//! and tasks may still be running when the drop returns.
 
 use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::pool::early_wake::{EarlyWake, NextFrame};
 use crate::pool::frame_gaps::FrameGaps;
 use crate::pool::stats::{PoolStats, SlotCounters};
+use crate::pool::worker;
 use crate::sync::deque::Deque;
 use crate::sync::gate::Gate;
 use crate::sync::helpers::{HelperId, Helpers};
@@ -570,7 +572,8 @@ impl Shared {
         }
     }
 
-    /// Begins shutdown and joins every worker; see the module docs.
+    /// Begins shutdown and joins every worker, unless the caller is running
+    /// one of the pool's tasks; see the module docs.
     pub(crate) fn shutdown_and_join(&self) {
         self.gate.close();
         let handles = {
@@ -580,16 +583,20 @@ impl Shared {
         for slot in 0..self.sleep.slots() {
             self.sleep.unpark(slot);
         }
-        // The last `Pool` may be dropped inside one of its own tasks. That
-        // worker cannot join itself, nor any other: another worker may be
-        // waiting for the very task that drops the pool (a `join` half this
-        // worker stole), and would never exit. So it joins none: it drains
-        // the queues beside them (the caller's `drain`), every worker's
-        // loop sees the closed gate and exits once it finds no task, and
-        // their handles are dropped, detaching them. Each holds the pool's
-        // `Shared` until it exits.
+        // The last `Pool` may be dropped inside one of its own tasks, on a
+        // worker or on a thread waiting as the pool's guest (which runs the
+        // pool's tasks while it waits). That thread cannot join itself, nor
+        // any worker: one may be waiting for the very task that drops the
+        // pool (a `join` half this thread stole), and would never exit. So
+        // it joins none: it drains the queues beside them (the caller's
+        // `drain`), every worker's loop sees the closed gate and exits once
+        // it finds no task, and their handles are dropped, detaching them.
+        // Each holds the pool's `Shared` until it exits. Tasks may still be
+        // running on them when the drop returns.
         let me = std::thread::current().id();
-        if handles.iter().all(|handle| handle.thread().id() != me) {
+        let inside = worker::holds_a_slot_of(self)
+            || handles.iter().any(|handle| handle.thread().id() == me);
+        if !inside {
             for handle in handles {
                 // Workers abort rather than unwind, so join cannot fail; if
                 // a custom spawn function's thread did, there is nothing to

@@ -580,6 +580,12 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
     local.enter(|| f(Some(&local)))
 }
 
+/// Whether this thread holds a slot of `shared` now (a worker of it, or its
+/// guest inside a wait): it may be running one of `shared`'s tasks.
+pub(crate) fn holds_a_slot_of(shared: &Shared) -> bool {
+    with_current(|local| local.is_some_and(|local| ptr::eq(local.shared, shared)))
+}
+
 /// Runs `f` with the thread's current context in whatever pool it is in.
 #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
