@@ -688,10 +688,20 @@ fn shutting_the_blocking_pool_down_under_a_stream_of_requests_returns_and_loses_
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(ids.iter().all(|id| ended.contains_key(id)));
-        assert!(
-            ended.values().any(|&ok| !ok),
-            "the shutdown failed no request"
-        );
+        // A request after the shutdown fails at once.
+        let late = streamer.request("a.eta", 0);
+        let mut out = Vec::new();
+        while out.is_empty() {
+            streamer.drain(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match &out[..] {
+            [Err(e)] => {
+                assert_eq!(e.id, late);
+                assert!(matches!(e.kind, AssetErrorKind::PoolUnavailable), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
     });
 }
 

@@ -97,6 +97,27 @@ fn codec_round_trips_and_detects_damage() {
 }
 
 #[test]
+fn a_large_asset_decodes_into_a_buffer_of_its_size() {
+    // Past the 16 MiB a decoder reserves up front, its output grows; it
+    // ends no larger than the asset and the one spare byte the decoder
+    // reads past the end, whole or in steps.
+    let data = payload(7, (16 << 20) + 12_345);
+    let file = encode_asset(&data);
+    let whole = decode_asset(&file).unwrap();
+    assert_eq!(whole, data);
+    assert!(whole.capacity() <= data.len() + 1, "{}", whole.capacity());
+    let mut decoder = AssetDecoder::new(&file[..]).unwrap();
+    while !decoder.step(1 << 20).unwrap() {}
+    let stepped = decoder.into_data();
+    assert_eq!(stepped, data);
+    assert!(
+        stepped.capacity() <= data.len() + 1,
+        "{}",
+        stepped.capacity()
+    );
+}
+
+#[test]
 fn every_request_ends_with_the_right_event() {
     let dir = TempDir::new("outcomes");
     let root = dir.0.join("root");

@@ -14,9 +14,10 @@
 //!   it was the last searcher, calls `notify` itself, so wake-ups spread one
 //!   at a time exactly while there is work (the hand-off of the zap pool's
 //!   `waking` state, and of Go's and Tokio's `nmspinning`). It notifies for
-//!   the lane it found and for any more urgent lane with queued work: a push
-//!   of that lane it turned away may have only a thread restricted to urgent
-//!   lanes to wake.
+//!   the lane it found and for the most urgent lane above it with queued
+//!   work: a push of that lane it turned away may have only a thread
+//!   restricted to urgent lanes to wake (which searches every lane it may
+//!   run, most urgent first).
 //! * **Idle masks.** A thread about to park sets its bit in the mask of the
 //!   least urgent lane it may run (`idle[lane]`): workers may run everything,
 //!   a thread blocked in `join` only work as urgent as what it waits for

@@ -134,8 +134,18 @@ impl<R: AsRef<[u8]>> AssetDecoder<R> {
             // Zero at most a step's bytes ahead of what is decoded: a header
             // that overstates the size costs no more than that.
             let ahead = (end - len).min(DECODE_STEP);
-            if self.data.len() < len + ahead {
-                self.data.resize(len + ahead, 0);
+            let needed = len + ahead;
+            if self.data.capacity() < needed {
+                // Double, but never past the declared size and its spare
+                // byte (`needed` never is): a true header ends with an
+                // exact buffer, a false one with no more than came.
+                let target = (self.data.capacity() * 2)
+                    .min(self.size as usize + 1)
+                    .max(needed);
+                self.data.reserve_exact(target - self.data.len());
+            }
+            if self.data.len() < needed {
+                self.data.resize(needed, 0);
             }
             match self.frame.read(&mut self.data[len..len + ahead]) {
                 Ok(0) => {
