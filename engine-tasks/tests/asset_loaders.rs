@@ -625,6 +625,7 @@ fn a_read_refused_by_a_full_blocking_pool_fails_as_pool_busy_and_a_retry_loads()
             [LoadEvent::Failed(e)] => {
                 assert_eq!(e.id, refused.id());
                 assert!(matches!(e.kind, AssetErrorKind::PoolBusy), "{e}");
+                assert!(e.kind.is_transient());
             }
             other => panic!("{other:?}"),
         }

@@ -162,7 +162,10 @@ pub enum AssetErrorKind {
     /// The blocking pool refused the read for now (its queue was at its
     /// [`max_queued`](crate::BlockingPoolBuilder::max_queued), or it could
     /// not start a thread) while no other read was under way to take the
-    /// request later. Nothing is shutting down: request it again.
+    /// request later; every request waiting then ends so. Nothing is
+    /// shutting down: request it again, once the pool has room
+    /// ([`is_transient`](Self::is_transient) also finds it behind a
+    /// failed dependency).
     PoolBusy,
     /// A panic interrupted reading or decoding (outside a loader's own
     /// code: a loader's panic is [`LoaderPanicked`](Self::LoaderPanicked)).
@@ -206,6 +209,33 @@ pub enum AssetErrorKind {
 }
 
 impl AssetErrorKind {
+    /// Whether the same request may succeed if made again with nothing
+    /// else changed: the blocking pool refused the read for now
+    /// ([`PoolBusy`](Self::PoolBusy)), directly or for a dependency. A
+    /// failed hot reload of that kind ([`LoadEvent::ReloadFailed`]) is not
+    /// retried until the file changes again: call
+    /// [`AssetStreamer::reload`] for it.
+    ///
+    /// ```
+    /// use engine_tasks::assets::AssetErrorKind;
+    /// use std::sync::Arc;
+    ///
+    /// assert!(AssetErrorKind::PoolBusy.is_transient());
+    /// let texture = AssetErrorKind::DependencyFailed {
+    ///     path: "rock.png".into(),
+    ///     reason: Arc::new(AssetErrorKind::PoolBusy),
+    /// };
+    /// assert!(texture.is_transient());
+    /// assert!(!AssetErrorKind::NotFound.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            AssetErrorKind::PoolBusy => true,
+            AssetErrorKind::DependencyFailed { reason, .. } => reason.is_transient(),
+            _ => false,
+        }
+    }
+
     /// A copy for another request that shared the load (`io::Error` is not
     /// `Clone`: an OS error's code is kept, any other error's kind and
     /// message).
