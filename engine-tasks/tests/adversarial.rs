@@ -379,6 +379,30 @@ fn live_threads() -> usize {
         .count()
 }
 
+/// Spawns `n` background tasks on `pool` that each add one to the count
+/// returned, without keeping their handles.
+fn spawn_counted(pool: &Pool, n: usize) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ran = std::sync::Arc::new(AtomicUsize::new(0));
+    for _ in 0..n {
+        let ran = std::sync::Arc::clone(&ran);
+        let _unjoined = pool
+            .spawn(Lane::Background, move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+    }
+    ran
+}
+
+/// Waits until this process has no more threads than `baseline`: every
+/// worker of the pools dropped since exited.
+fn until_threads_exit(baseline: usize) {
+    while live_threads() > baseline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Case 3: the last `Pool` dropped inside one of its own tasks. The worker
 /// running that task used to try to join itself and panic ("Resource
 /// deadlock avoided"). Now shutdown joins no worker (case 3b says why),
@@ -386,11 +410,10 @@ fn live_threads() -> usize {
 /// task returns: no panic, no task lost, no thread left behind.
 #[test]
 fn dropping_the_last_pool_inside_its_own_task() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     in_child_process("dropping_the_last_pool_inside_its_own_task", || {
         let baseline = live_threads();
-        let ran = Arc::new(AtomicUsize::new(0));
         let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
         let (dropped_send, dropped) = mpsc::channel::<()>();
         let (done_send, done) = mpsc::channel::<()>();
@@ -402,14 +425,7 @@ fn dropping_the_last_pool_inside_its_own_task() {
                 done_send.send(()).unwrap();
             })
             .unwrap();
-        for _ in 0..100 {
-            let ran = Arc::clone(&ran);
-            let _unjoined = pool
-                .spawn(Lane::Background, move || {
-                    ran.fetch_add(1, Ordering::Relaxed);
-                })
-                .unwrap();
-        }
+        let ran = spawn_counted(&pool, 100);
         // The task's handle keeps only the result cell, not the pool.
         drop(owner);
         drop(pool);
@@ -417,9 +433,7 @@ fn dropping_the_last_pool_inside_its_own_task() {
         done.recv().unwrap();
         // Every worker exits once it finds no task, the dropping one once
         // its task has returned; by then every queued task ran.
-        while live_threads() > baseline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until_threads_exit(baseline);
         assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
     });
 }
@@ -431,12 +445,11 @@ fn dropping_the_last_pool_inside_its_own_task() {
 /// the join returns, and the workers run every queued task and exit.
 #[test]
 fn dropping_the_last_pool_inside_a_stolen_join_half() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     in_child_process("dropping_the_last_pool_inside_a_stolen_join_half", || {
         within_watchdog("pool dropped inside a stolen join half", || {
             let baseline = live_threads();
-            let ran = Arc::new(AtomicUsize::new(0));
             let pool = Arc::new(Pool::builder().threads(2).build().unwrap());
             let last = Arc::clone(&pool);
             let stolen = Arc::new(AtomicBool::new(false));
@@ -466,22 +479,13 @@ fn dropping_the_last_pool_inside_a_stolen_join_half() {
                     done_send.send(taken).unwrap();
                 })
                 .unwrap();
-            for _ in 0..100 {
-                let ran = Arc::clone(&ran);
-                let _unjoined = pool
-                    .spawn(Lane::Background, move || {
-                        ran.fetch_add(1, Ordering::Relaxed);
-                    })
-                    .unwrap();
-            }
+            let ran = spawn_counted(&pool, 100);
             drop(owner);
             drop(pool);
             dropped_send.send(()).unwrap();
             assert!(done.recv().unwrap(), "the other worker took the half");
             // As in case 3: once every worker exited, every task ran.
-            while live_threads() > baseline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            until_threads_exit(baseline);
             assert_eq!(ran.load(Ordering::Relaxed), 100, "a queued task was lost");
         });
     });
@@ -545,9 +549,7 @@ fn guest_takes_the_half_that_drops_the_pool() {
         let took = taker.lock().unwrap().expect("the half ran");
         assert_eq!(took, std::thread::current().id(), "the guest took the half");
         assert_ne!(took, worker);
-        while live_threads() > baseline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until_threads_exit(baseline);
     });
 }
 

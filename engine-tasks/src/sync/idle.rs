@@ -284,18 +284,22 @@ mod loom_models {
         }
     }
 
+    /// Takes one task of the queue stand-in `work`, if it has one; one try
+    /// (a failed exchange counts as empty: the caller looks again later).
+    fn take_one(work: &AtomicUsize) -> bool {
+        // Relaxed: the queue stand-in; ordering comes from the protocol.
+        let n = work.load(Ordering::Relaxed);
+        n > 0
+            && work
+                .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// A worker that first parks with a timeout (an early wake-up for a
     /// forecast frame, early_wake.rs), which under loom may run out at any
     /// point, and then as usual: one task, no lost wake-up.
     fn worker_with_timed_park(sleep: &Sleep, work: &AtomicUsize) {
-        let take = || {
-            // Relaxed: the queue stand-in; ordering comes from the protocol.
-            let n = work.load(Ordering::Relaxed);
-            n > 0
-                && work
-                    .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-        };
+        let take = || take_one(work);
         let mut searching = false;
         let mut timed = true;
         loop {
@@ -430,14 +434,7 @@ mod loom_models {
     /// A thread that may run only frame-critical work (one waiting in a
     /// frame) in `slot`: it returns once it ran one task of `urgent`.
     fn urgent_waiter(sleep: &Sleep, urgent: &AtomicUsize, slot: usize) {
-        let take = || {
-            // Relaxed: the queue stand-in; ordering comes from the protocol.
-            let n = urgent.load(Ordering::Relaxed);
-            n > 0
-                && urgent
-                    .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-        };
+        let take = || take_one(urgent);
         let mut searching = false;
         loop {
             if take() {
