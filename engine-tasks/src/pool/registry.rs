@@ -593,10 +593,12 @@ impl Shared {
         // it finds no task, and their handles are dropped, detaching them.
         // Each holds the pool's `Shared` until it exits. Tasks may still be
         // running on them when the drop returns.
-        let me = std::thread::current().id();
-        let inside = worker::holds_a_slot_of(self)
-            || handles.iter().any(|handle| handle.thread().id() == me);
-        if !inside {
+        if !worker::holds_a_slot_of(self) {
+            // A worker runs every task inside its slot, so this thread is
+            // none of them.
+            debug_assert!(handles
+                .iter()
+                .all(|handle| handle.thread().id() != std::thread::current().id()));
             for handle in handles {
                 // Workers abort rather than unwind, so join cannot fail; if
                 // a custom spawn function's thread did, there is nothing to

@@ -20,6 +20,7 @@ use super::reload::rewire;
 use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
+use crate::pool::spawn::panic_message;
 use std::any::{Any, TypeId};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Component, Path, PathBuf};
@@ -604,17 +605,10 @@ fn next_slot(requests: &mut Requests) -> u64 {
     requests.next_slot
 }
 
-/// A loader's panic as the load's error, with the panic's message (a
-/// `&str` or `String` payload, as `panic!` makes).
+/// A loader's panic as the load's error, with the panic's message.
 fn loader_panicked(payload: Box<dyn Any + Send>) -> AssetErrorKind {
-    let message = match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(message) => (*message).to_owned(),
-            Err(_) => "a panic whose payload is not a string".to_owned(),
-        },
-    };
-    AssetErrorKind::LoaderPanicked(message)
+    let message = panic_message(&*payload).unwrap_or("a panic whose payload is not a string");
+    AssetErrorKind::LoaderPanicked(message.to_owned())
 }
 
 /// A typed load between its read and its end, which must end it exactly
