@@ -1006,10 +1006,11 @@ mod pool_tests {
     use crate::sync::task::{Header, TaskRef};
     use crate::Pool;
     use std::ptr::NonNull;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::AtomicUsize;
     use std::time::Instant;
 
-    static RAN: AtomicBool = AtomicBool::new(false);
+    /// Runs of the test's task queued with no wake-up.
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
 
     /// Nanoseconds per tick, measured over `span`.
     fn nanos_per_tick(span: Duration) -> f64 {
@@ -1031,13 +1032,32 @@ mod pool_tests {
     /// it and runs work that was queued without any wake-up. Without the
     /// forecast that work would wait until the next wake-up (here: forever).
     /// It warms before its first look (the pool's state first, then the
-    /// published spans; `sync/prefetch.rs`).
+    /// published spans; `sync/prefetch.rs`). A worker whose timer fires
+    /// after the forecast's window (a loaded machine) wakes, but has no time
+    /// left to warm in: up to three tries, each on a new pool, so that one
+    /// late timer does not fail the test.
     #[test]
     #[cfg_attr(
         miri,
         ignore = "timing policy: under Miri the clock counts interpreted steps"
     )]
     fn a_worker_wakes_for_a_forecast_frame_without_being_woken() {
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let stats = wake_for_a_forecast_frame();
+            assert!(stats.early_wakes >= 1);
+            if stats.warmed_lines >= crate::pool::wait::WARM_STEP_LINES as u64 {
+                return;
+            }
+            tries.push(stats.warmed_lines);
+        }
+        panic!("the woken worker warmed {tries:?} lines in three tries");
+    }
+
+    /// Forecasts a frame 50 ms ahead to a pool of one parked worker, queues
+    /// a task without a wake-up, waits until it ran and returns the worker's
+    /// statistics.
+    fn wake_for_a_forecast_frame() -> crate::ThreadStats {
         let pool = Pool::builder().threads(1).build().unwrap();
         let shared = pool.shared();
         let nanos_per_tick = nanos_per_tick(Duration::from_millis(20));
@@ -1058,30 +1078,24 @@ mod pool_tests {
         // The worker starts, runs a task and parks, reading the forecast.
         pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
         until_parked(&pool);
+        // Relaxed, the counter's uses: a count the test polls.
+        let runs_before = RUNS.load(Ordering::Relaxed);
         // Queued where the worker looks, with no notify.
         let header: &'static Header = Box::leak(Box::new(Header::new(|_| {
-            // Relaxed: the test polls it.
-            RAN.store(true, Ordering::Relaxed);
+            RUNS.fetch_add(1, Ordering::Relaxed);
         })));
         // SAFETY: the leaked header lives forever and is queued once.
         let task = unsafe { TaskRef::from_raw(NonNull::from(header)) };
         shared.injector[Lane::Normal.index()].push(task);
         let deadline = Instant::now() + Duration::from_secs(10);
-        // Relaxed: a flag the test polls.
-        while !RAN.load(Ordering::Relaxed) {
+        while RUNS.load(Ordering::Relaxed) == runs_before {
             assert!(
                 Instant::now() < deadline,
                 "the worker did not wake for the forecast frame"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        let stats = pool.stats().threads[0];
-        assert!(stats.early_wakes >= 1);
-        assert!(
-            stats.warmed_lines >= crate::pool::wait::WARM_STEP_LINES as u64,
-            "the woken worker warmed {} lines",
-            stats.warmed_lines
-        );
+        pool.stats().threads[0]
     }
 
     /// The forecast of the next frame is published before the frame's
