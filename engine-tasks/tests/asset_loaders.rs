@@ -339,6 +339,59 @@ fn dependency_cycles_fail_instead_of_waiting_forever() {
     });
 }
 
+/// Links in the chains of `long_chains_of_dependencies_load_and_fail`:
+/// deep enough that ending them by recursion, one call per link, overflowed
+/// a thread's stack.
+const CHAIN: usize = 20_000;
+
+/// A chain of dependencies thousands long, as a generated level's chunks
+/// might make: each link's load waits for the next. Ending the last link
+/// ends every other one; a failing last link fails every other one, each
+/// with a `DependencyFailed` that names its own dependency and leads to the
+/// root cause within a bounded depth (so that the error can be shown and
+/// dropped). In a child process: a stack overflow aborts.
+#[test]
+fn long_chains_of_dependencies_load_and_fail() {
+    common::in_child_process("long_chains_of_dependencies_load_and_fail", || {
+        let rig = Rig::new("chains", StreamerConfig::default(), |dir| {
+            for i in 0..CHAIN {
+                dir.write(&format!("ok/{i}.link"), format!("ok/{}.link\n", i + 1));
+                dir.write(&format!("bad/{i}.link"), format!("bad/{}.link\n", i + 1));
+            }
+            dir.write(&format!("ok/{CHAIN}.link"), "");
+            // `bad/{CHAIN}.link` is missing.
+        });
+        rig.streamer.register(LinkLoader);
+        let ok = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("ok/0.link", 0);
+        let bad = rig.streamer.load::<Vec<Handle<Vec<u8>>>>("bad/0.link", 0);
+        let outcomes = rig.outcomes();
+        assert_eq!(outcomes.len(), 2);
+        assert!(outcomes[&ok.id().0].is_ok());
+        assert_eq!(ok.status(), LoadStatus::Loaded);
+        let error = outcomes[&bad.id().0].as_ref().unwrap_err();
+        match error {
+            AssetErrorKind::DependencyFailed { path, .. } => {
+                assert_eq!(path, Path::new("bad/1.link"))
+            }
+            other => panic!("{other}"),
+        }
+        // Down the chain of reasons to the missing file.
+        let mut depth = 0;
+        let mut kind = error;
+        while let AssetErrorKind::DependencyFailed { reason, .. } = kind {
+            depth += 1;
+            kind = reason;
+        }
+        assert!(matches!(kind, AssetErrorKind::NotFound), "{kind}");
+        assert!(depth <= 64, "{depth} levels of reasons");
+        let shown = error.to_string();
+        assert!(shown.contains(&format!("bad/{CHAIN}.link")), "{shown}");
+        assert_eq!(bad.status(), LoadStatus::Failed);
+        drop(outcomes);
+        drop((ok, bad));
+    });
+}
+
 #[test]
 fn bad_input_ends_in_typed_errors() {
     within_watchdog("bad input", || {

@@ -194,6 +194,13 @@ pub enum AssetErrorKind {
     /// loader's `Error` type, e.g. [`ImageError`]).
     Loader(Arc<dyn std::error::Error + Send + Sync>),
     /// A dependency (see [`LoadContext::depend`]) failed.
+    ///
+    /// Along a chain of dependencies each failed one's error is the next
+    /// `reason`, down to the root cause, but at most
+    /// [`MAX_DEPENDENCY_LEVELS`](Self::MAX_DEPENDENCY_LEVELS) deep: where a
+    /// chain is longer, `reason` skips to the failed dependency whose own
+    /// reason is the root cause (so an error of a chain thousands long
+    /// still shows, and drops, without deep recursion).
     DependencyFailed {
         /// The dependency.
         path: PathBuf,
@@ -209,6 +216,35 @@ pub enum AssetErrorKind {
 }
 
 impl AssetErrorKind {
+    /// The most levels of [`DependencyFailed`](Self::DependencyFailed) one
+    /// error holds, counting its own. Deep enough for any real chain of
+    /// assets to be told whole; shallow enough that showing, comparing or
+    /// dropping one recurses a few dozen calls at most.
+    pub const MAX_DEPENDENCY_LEVELS: usize = 32;
+
+    /// The error of an asset whose dependency at `path` failed with
+    /// `reason`, at most [`MAX_DEPENDENCY_LEVELS`](Self::MAX_DEPENDENCY_LEVELS)
+    /// deep (see [`DependencyFailed`](Self::DependencyFailed)).
+    pub(crate) fn dependency_failed(path: PathBuf, reason: Arc<AssetErrorKind>) -> AssetErrorKind {
+        // The levels of `reason`, and its innermost one: the failed
+        // dependency whose reason is the root cause.
+        let mut levels = 0;
+        let mut innermost = &reason;
+        while let AssetErrorKind::DependencyFailed { reason: next, .. } = &**innermost {
+            levels += 1;
+            if !matches!(**next, AssetErrorKind::DependencyFailed { .. }) {
+                break;
+            }
+            innermost = next;
+        }
+        let reason = if levels < Self::MAX_DEPENDENCY_LEVELS {
+            reason
+        } else {
+            innermost.clone()
+        };
+        AssetErrorKind::DependencyFailed { path, reason }
+    }
+
     /// Whether the same request may succeed if made again with nothing
     /// else changed: the blocking pool refused the read for now
     /// ([`PoolBusy`](Self::PoolBusy)), directly or for a dependency. A

@@ -375,13 +375,31 @@ impl Inner {
         }
     }
 
-    /// Ends a slot's load: its commit (value or error, one event per
-    /// request), then its dependents, a pending reload, and the loads that
-    /// depend on a reloaded value.
+    /// Ends a slot's load, and every load that ends because it did: each
+    /// dependent that waited only for it, theirs in turn, and so on. They
+    /// end one after the other in this loop, not by recursion, so a chain
+    /// of dependencies thousands long ends without growing the stack.
     pub(super) fn finish_load(
         this: &Arc<Inner>,
         slot: Arc<dyn AnySlot>,
         result: Result<super::handle::ErasedValue, AssetErrorKind>,
+    ) {
+        let mut ready: Vec<Ending> = Vec::new();
+        let mut next = Some((slot, result));
+        while let Some((slot, result)) = next.take().or_else(|| ready.pop()) {
+            Inner::end_load(this, slot, result, &mut ready);
+        }
+    }
+
+    /// Ends one slot's load: its commit (value or error, one event per
+    /// request), then its dependents (those it was the last wait of go
+    /// into `ready`, to be ended next), a pending reload, and the loads
+    /// that depend on a reloaded value.
+    fn end_load(
+        this: &Arc<Inner>,
+        slot: Arc<dyn AnySlot>,
+        result: Result<super::handle::ErasedValue, AssetErrorKind>,
+        ready: &mut Vec<Ending>,
     ) {
         let core = slot.core();
         this.remove_wait_edges(core.id);
@@ -409,12 +427,12 @@ impl Inner {
         for dependent in dependents {
             let result = match &failure {
                 None => Ok(()),
-                Some(kind) => Err(AssetErrorKind::DependencyFailed {
-                    path: core.path.clone(),
-                    reason: kind.clone(),
-                }),
+                Some(kind) => Err(AssetErrorKind::dependency_failed(
+                    core.path.clone(),
+                    kind.clone(),
+                )),
             };
-            Inner::dep_done(this, &dependent, result);
+            ready.extend(Inner::dep_done(&dependent, result));
         }
         if !ended.is_empty() {
             let mut requests = this.lock_requests();
@@ -511,12 +529,14 @@ impl Inner {
         true
     }
 
-    /// One of `slot`'s dependencies ended (`Err`: it failed, why).
-    fn dep_done(this: &Arc<Inner>, slot: &Arc<dyn AnySlot>, result: Result<(), AssetErrorKind>) {
+    /// One of `slot`'s dependencies ended (`Err`: it failed, why). If it
+    /// was the last the slot waited for, the slot's load is to end now,
+    /// with this result.
+    fn dep_done(slot: &Arc<dyn AnySlot>, result: Result<(), AssetErrorKind>) -> Option<Ending> {
         let finished = {
             let mut st = slot.core().lock();
             let Some(waiting) = st.waiting.as_mut() else {
-                return;
+                return None;
             };
             if let Err(kind) = result {
                 waiting.failed.get_or_insert(kind);
@@ -528,13 +548,13 @@ impl Inner {
                 None
             }
         };
-        if let Some(waiting) = finished {
+        finished.map(|waiting| {
             let result = match waiting.failed {
                 Some(kind) => Err(kind),
                 None => Ok(waiting.value),
             };
-            Inner::finish_load(this, slot.clone(), result);
-        }
+            (slot.clone(), result)
+        })
     }
 
     /// Cancels typed request `id` of `slot`; see [`AssetStreamer::cancel`].
@@ -599,6 +619,12 @@ impl Inner {
         requests.reprioritise(QueueKey::Slot(core.id), top)
     }
 }
+
+/// A load to end, with its result.
+type Ending = (
+    Arc<dyn AnySlot>,
+    Result<super::handle::ErasedValue, AssetErrorKind>,
+);
 
 fn next_slot(requests: &mut Requests) -> u64 {
     requests.next_slot += 1;
@@ -724,11 +750,12 @@ impl SlotClaim {
             };
             drop(pin);
             if let Some(result) = ready {
-                let result = result.map_err(|reason| AssetErrorKind::DependencyFailed {
-                    path: dep.core().path.clone(),
-                    reason,
+                let result = result.map_err(|reason| {
+                    AssetErrorKind::dependency_failed(dep.core().path.clone(), reason)
                 });
-                Inner::dep_done(&inner, &slot, result);
+                if let Some((slot, result)) = Inner::dep_done(&slot, result) {
+                    Inner::finish_load(&inner, slot, result);
+                }
             }
         }
     }
