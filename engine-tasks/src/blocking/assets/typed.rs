@@ -535,9 +535,7 @@ impl Inner {
     fn dep_done(slot: &Arc<dyn AnySlot>, result: Result<(), AssetErrorKind>) -> Option<Ending> {
         let finished = {
             let mut st = slot.core().lock();
-            let Some(waiting) = st.waiting.as_mut() else {
-                return None;
-            };
+            let waiting = st.waiting.as_mut()?;
             if let Err(kind) = result {
                 waiting.failed.get_or_insert(kind);
             }
