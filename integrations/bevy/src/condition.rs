@@ -32,8 +32,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 /// and by the executor.
 pub(crate) struct ConditionCell {
     condition: Mutex<BoxedCondition>,
-    /// The access bevy computed when it initialized the condition.
-    pub(crate) access: SystemAccess,
+    /// The access bevy computed when it initialized the condition: copied
+    /// when the cell is made, and again whenever bevy initializes the
+    /// condition through its proxy (a condition that a build pass added is
+    /// initialized only after every pass ran, so at first its access is
+    /// empty).
+    access: Mutex<SystemAccess>,
 }
 
 impl ConditionCell {
@@ -43,6 +47,11 @@ impl ConditionCell {
         self.condition
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The condition's access, as bevy last computed it.
+    pub(crate) fn access(&self) -> MutexGuard<'_, SystemAccess> {
+        self.access.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -80,7 +89,7 @@ pub(crate) fn share(slot: &mut ConditionWithAccess) -> Arc<ConditionCell> {
     let real = std::mem::replace(&mut slot.condition, placeholder);
     let cell = Arc::new(ConditionCell {
         condition: Mutex::new(real),
-        access: slot.access.clone(),
+        access: Mutex::new(slot.access.clone()),
     });
     let proxy: BoxedCondition = Box::new(SharedCondition {
         cell: cell.clone(),
@@ -135,7 +144,9 @@ impl System for SharedCondition {
     }
 
     fn initialize(&mut self, world: &mut World) -> SystemAccess {
-        self.cell.lock().initialize(world)
+        let access = self.cell.lock().initialize(world);
+        *self.cell.access() = access.clone();
+        access
     }
 
     fn check_change_tick(&mut self, check: CheckChangeTicks) {

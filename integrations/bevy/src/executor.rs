@@ -197,13 +197,14 @@ impl SystemExecutor for PoolExecutor {
         // SAFETY: the systems are only run and have their buffers applied
         // through `System` methods; the vector itself is never modified.
         let systems = unsafe { schedule.systems_mut() };
+        if systems.is_empty() {
+            // Nothing to plan: bevy may never have built an empty schedule.
+            return;
+        }
         if self.plan.is_none() {
             self.make_plan(systems);
         }
         let plan = self.plan.as_ref().expect("made above");
-        if systems.is_empty() {
-            return;
-        }
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         state.reset(plan, skip_systems);
         let ctx = Ctx {

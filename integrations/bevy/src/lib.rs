@@ -19,7 +19,9 @@
 //! Systems run as scope tasks in [`Lane::FrameCritical`] unless a set or
 //! system is given another lane with [`Installer::lane`]. The thread that
 //! calls `Schedule::run` joins with block-on-complete (it runs systems while
-//! it waits), runs exclusive systems and `ApplyDeferred` with nothing else
+//! it waits, as the pool's guest; when another outside thread is the
+//! pool's guest at the time, it runs only its own non-`Send` systems and
+//! sleeps otherwise), runs exclusive systems and `ApplyDeferred` with nothing else
 //! running, and runs non-`Send` systems beside the systems they do not
 //! conflict with. With the `tracy` feature every system run is a Tracy zone
 //! named after the system (the feature turns on bevy_ecs's `debug` feature,

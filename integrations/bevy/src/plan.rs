@@ -227,7 +227,7 @@ fn conflicts_of(
 fn conflicts_with(accesses: &[&SystemAccess], cells: &[Arc<ConditionCell>]) -> FixedBitSet {
     let mut set = FixedBitSet::with_capacity(accesses.len());
     for (b, access) in accesses.iter().enumerate() {
-        if cells.iter().any(|c| !access.is_compatible(&c.access)) {
+        if cells.iter().any(|c| !access.is_compatible(&c.access())) {
             set.insert(b);
         }
     }

@@ -341,3 +341,120 @@ fn final_deferred_can_be_turned_off() {
     schedule.run(&mut world);
     assert!(world.get_resource::<Spawned>().is_some());
 }
+
+/// Whether `writer` is inside its `ResMut<Shared>`, and how often a run
+/// condition that reads `Shared` saw it there.
+static WRITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static OVERLAPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[derive(Resource, Default)]
+struct Shared(u64);
+
+/// Spins for about `micros` µs, checking `WRITING` before and after.
+fn spin_watching(micros: u64) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let start = std::time::Instant::now();
+    let mut seen = WRITING.load(SeqCst);
+    while start.elapsed() < std::time::Duration::from_micros(micros) {
+        std::hint::spin_loop();
+    }
+    seen |= WRITING.load(SeqCst);
+    if seen {
+        OVERLAPS.fetch_add(1, SeqCst);
+    }
+}
+
+fn anchor() {}
+
+fn writer(mut shared: ResMut<Shared>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    WRITING.store(true, SeqCst);
+    std::thread::sleep(std::time::Duration::from_micros(300));
+    shared.0 += 1;
+    WRITING.store(false, SeqCst);
+}
+
+/// A build pass, registered before the executor's, that adds a system
+/// with a run condition reading `Shared`, after `anchor`. bevy initialises
+/// what passes add only after every pass ran, so the condition's access is
+/// not known yet when the executor's pass takes the condition.
+#[derive(Debug)]
+struct AddGated;
+
+impl ScheduleBuildPass for AddGated {
+    type EdgeOptions = ();
+
+    fn add_dependency(&mut self, _from: NodeId, _to: NodeId, _options: Option<&()>) {}
+
+    fn collapse_set(
+        &mut self,
+        _set: SystemSetKey,
+        _systems: &IndexSet<SystemKey, FixedHasher>,
+        _dependency_flattening: &DiGraph<NodeId>,
+    ) -> impl Iterator<Item = (NodeId, NodeId)> {
+        std::iter::empty()
+    }
+
+    fn build(
+        &mut self,
+        _world: &mut World,
+        graph: &mut ScheduleGraph,
+        mut dependencies: FlattenedDependencies<'_>,
+    ) -> Result<(), ScheduleBuildError> {
+        let anchor = graph
+            .systems
+            .iter()
+            .find(|(_, system, _)| system.name().to_string().ends_with("anchor"))
+            .map(|(key, _, _)| key)
+            .expect("the schedule has `anchor`");
+        let gated: Box<dyn ReadOnlySystem<In = (), Out = bool>> =
+            Box::new(IntoSystem::into_system(|_: Res<Shared>| {
+                spin_watching(300);
+                true
+            }));
+        let system = graph
+            .systems
+            .insert(Box::new(IntoSystem::into_system(|| ())), vec![gated]);
+        dependencies.add_edge(anchor, system);
+        Ok(())
+    }
+}
+
+/// A run condition that a build pass before the executor's added reads
+/// `Shared`, so it never runs while `writer` holds `ResMut<Shared>`: the
+/// executor takes its access from bevy's initialisation of it, not from
+/// the empty access it had when the executor's pass saw it.
+#[test]
+fn a_condition_added_by_an_earlier_build_pass_keeps_its_access() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut world = world();
+    world.init_resource::<Shared>();
+    let mut schedule = Schedule::default();
+    schedule.add_build_pass(AddGated);
+    schedule.add_systems((anchor, writer));
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    for _ in 0..200 {
+        schedule.run(&mut world);
+    }
+    assert_eq!(world.resource::<Shared>().0, 200);
+    assert_eq!(
+        OVERLAPS.load(SeqCst),
+        0,
+        "the condition ran beside the writer"
+    );
+}
+
+/// An empty schedule runs, on this crate's executor as on bevy's, before
+/// and after systems come and go.
+#[test]
+fn an_empty_schedule_runs() {
+    for runner in RUNNERS {
+        let mut world = world();
+        let mut schedule = Schedule::default();
+        use_executor(runner, &mut schedule, &mut world);
+        schedule.run(&mut world);
+        schedule.add_systems(log("a"));
+        schedule.run(&mut world);
+        assert_eq!(take_log(&mut world), ["a"], "{runner:?}");
+    }
+}
