@@ -401,6 +401,67 @@ fn skipped_by_a_panic_and_off_are_told_apart() {
     assert_eq!(outcome("after_never"), NodeOutcome::Ran);
 }
 
+/// A set's condition that panics fails every node of the set, whichever
+/// evaluated it, and skips all their dependents: in a frame run alone, in
+/// shared frames and in planned ones. The next frame, whose condition
+/// holds, runs them all.
+#[test]
+fn a_panicking_set_condition_fails_every_node_of_the_set() {
+    let sharing = [
+        (std::time::Duration::MAX, Planning::Off),
+        (std::time::Duration::ZERO, Planning::Off),
+        (std::time::Duration::ZERO, Planning::Allowed),
+    ];
+    for (share_above, planning) in sharing {
+        let mut b = TaskGraph::<Gated>::builder();
+        b.share_above(share_above, std::time::Duration::ZERO)
+            .planning(planning);
+        b.set("gate").run_if(|cx| {
+            // Relaxed: set between frames; the frame's start publishes it.
+            if !cx.data().open.load(Ordering::Relaxed) {
+                panic!("the gate's condition failed");
+            }
+            true
+        });
+        let members = ["a", "b", "c"];
+        for name in members {
+            b.node(name, Lane::FrameCritical, gated_logs(name))
+                .in_set("gate");
+            let after = format!("{name}2");
+            b.node(after, Lane::FrameCritical, gated_logs("after"))
+                .after([name]);
+        }
+        let mut graph = b.build().unwrap();
+        let data = Gated::default();
+        for frame in 0..3 {
+            let open = frame == 2;
+            // Relaxed: the frame's start publishes it to the nodes.
+            data.open.store(open, Ordering::Relaxed);
+            let result = graph.run(pool(), &data);
+            let log = std::mem::take(&mut *data.log.0.lock().unwrap());
+            if open {
+                result.unwrap();
+                assert_eq!(log.len(), 6, "{share_above:?} {planning:?}: {log:?}");
+                continue;
+            }
+            let error = result.unwrap_err();
+            let mut panicked: Vec<&str> = error.panicked.iter().map(|p| p.node.as_str()).collect();
+            panicked.sort_unstable();
+            assert_eq!(panicked, members, "{share_above:?} {planning:?}");
+            let original = error
+                .panicked
+                .iter()
+                .filter(|p| p.message == "the gate's condition failed")
+                .count();
+            assert_eq!(original, 1, "{:?}", error.panicked);
+            let mut skipped = error.skipped.clone();
+            skipped.sort_unstable();
+            assert_eq!(skipped, ["a2", "b2", "c2"]);
+            assert!(log.is_empty(), "{log:?}");
+        }
+    }
+}
+
 struct Health(Vec<i32>);
 struct Armor(i32);
 

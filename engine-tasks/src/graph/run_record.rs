@@ -28,7 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum NodeOutcome {
     /// The body ran and returned.
     Ran = 0,
-    /// The body (or one of its run conditions) panicked.
+    /// The body or one of its run conditions panicked, or a run condition
+    /// of one of its sets panicked in this frame (in whichever node of the
+    /// set evaluated it: each node of the set fails alike).
     Panicked = 1,
     /// Not run: a node it depends on panicked or was skipped.
     Skipped = 2,

@@ -5,13 +5,16 @@
 //! # States
 //!
 //! One word: the frame's epoch (frames numbered from 1) shifted left by two,
-//! and two bits: `EVALUATING`, `NO` or `YES`. A word of an older epoch
-//! means "not asked yet this frame", so nothing is reset between frames.
+//! and two bits: `EVALUATING`, `NO`, `YES` or `PANICKED`. A word of an
+//! older epoch means "not asked yet this frame", so nothing is reset
+//! between frames.
 //!
 //! * The first thread to ask swaps in `(epoch, EVALUATING)` with a
 //!   compare-exchange, evaluates, and stores `(epoch, answer)` with
-//!   Release. If the evaluation panics, it stores `NO` before the panic goes
-//!   on, so no asker waits for ever.
+//!   Release. If the evaluation panics, it stores `PANICKED` before the
+//!   panic goes on: every later asker of the frame gets
+//!   [`Panicked`] (its caller fails the way the evaluator did), and no
+//!   asker waits for ever on a panic.
 //! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
 //!   yielding) for the answer, which it reads with Acquire; one that finds
 //!   an answer of its epoch takes it.
@@ -33,9 +36,16 @@ use crate::loom::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 use crossbeam_utils::Backoff;
 
+/// Zero: the initial word (epoch 0) never reads as a frame's, since
+/// frames are numbered from 1.
+const PANICKED: u64 = 0;
 const EVALUATING: u64 = 1;
 const NO: u64 = 2;
 const YES: u64 = 3;
+
+/// The frame's evaluation panicked (module docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Panicked;
 
 /// Who may ask a gate during the caller's frame (module docs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -72,9 +82,9 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> bool {
+    ) -> Result<bool, Panicked> {
         match self.known(epoch) {
-            Some(answer) => answer,
+            Some(answer) => Ok(answer),
             None => self.answer_unknown(epoch, askers, evaluate),
         }
     }
@@ -87,15 +97,18 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> bool {
+    ) -> Result<bool, Panicked> {
         match askers {
             Askers::Many => self.ask(epoch, evaluate),
             Askers::OnlyThis => {
-                // Relaxed: a check of the caller's promise only; no other
-                // thread asks, so the word is this thread's or older.
+                // Relaxed: no other thread asks, so the word is this
+                // thread's (a panicked evaluation of this frame) or older.
                 let word = self.state.load(Ordering::Relaxed);
+                if word == epoch << 2 | PANICKED {
+                    return Err(Panicked);
+                }
                 debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
-                self.evaluate(epoch, evaluate)
+                Ok(self.evaluate(epoch, evaluate))
             }
         }
     }
@@ -124,7 +137,7 @@ impl FrameGate {
 
     /// `answer_unknown` with other askers: claims the evaluation, or waits
     /// for the thread that did.
-    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
+    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, Panicked> {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
         loop {
@@ -133,8 +146,9 @@ impl FrameGate {
             let word = self.state.load(Ordering::Acquire);
             if word >> 2 == epoch {
                 match word & 3 {
-                    NO => return false,
-                    YES => return true,
+                    NO => return Ok(false),
+                    YES => return Ok(true),
+                    PANICKED => return Err(Panicked),
                     _ => {
                         // Another thread is evaluating: wait for its answer.
                         #[cfg(loom)]
@@ -157,7 +171,7 @@ impl FrameGate {
                 )
                 .is_ok()
             {
-                return self.evaluate(epoch, evaluate);
+                return Ok(self.evaluate(epoch, evaluate));
             }
         }
     }
@@ -170,7 +184,7 @@ impl FrameGate {
         let mut publish = Publish {
             gate: self,
             epoch,
-            answer: NO,
+            answer: PANICKED,
         };
         let answer = evaluate();
         publish.answer = if answer { YES } else { NO };
@@ -178,8 +192,8 @@ impl FrameGate {
     }
 }
 
-/// Stores the evaluator's answer when dropped: `NO` if the evaluation
-/// panicked (see the module docs).
+/// Stores the evaluator's answer when dropped: `PANICKED` if the
+/// evaluation panicked (see the module docs).
 struct Publish<'a> {
     gate: &'a FrameGate,
     epoch: u64,
@@ -203,7 +217,8 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     /// With `askers` asking: each frame evaluates once, a panicking
-    /// evaluation answers no, and later askers (of either kind) get each
+    /// evaluation answers `Panicked` to every later asker of its frame
+    /// (and none of the next), and later askers (of either kind) get each
     /// frame's answer.
     fn each_frame_evaluates_once(askers: Askers) {
         let gate = FrameGate::new();
@@ -213,19 +228,23 @@ mod tests {
             evaluations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             true
         };
-        assert!(gate.answer(1, askers, yes));
-        assert!(gate.answer(1, askers, || unreachable!("frame 1 was answered")));
-        assert!(gate.answer(1, Askers::Many, || unreachable!("frame 1 was answered")));
-        assert!(!gate.answer(2, askers, || false));
+        assert_eq!(gate.answer(1, askers, yes), Ok(true));
+        let answered = || unreachable!("frame 1 was answered");
+        assert_eq!(gate.answer(1, askers, answered), Ok(true));
+        assert_eq!(gate.answer(1, Askers::Many, answered), Ok(true));
+        assert_eq!(gate.answer(2, askers, || false), Ok(false));
         let panicked = std::panic::catch_unwind(|| gate.answer(3, askers, || panic!("a bad one")));
         assert!(panicked.is_err());
-        assert!(!gate.answer(3, Askers::Many, || unreachable!("frame 3 answered no")));
+        let answered = || unreachable!("frame 3 panicked");
+        assert_eq!(gate.answer(3, askers, answered), Err(Panicked));
+        assert_eq!(gate.answer(3, Askers::Many, answered), Err(Panicked));
+        assert_eq!(gate.answer(4, askers, || true), Ok(true));
         // Relaxed: one thread.
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]
-    fn each_frame_evaluates_once_and_panics_answer_no() {
+    fn each_frame_evaluates_once_and_a_panic_reaches_every_asker() {
         each_frame_evaluates_once(Askers::Many);
     }
 
@@ -255,6 +274,7 @@ mod loom_models {
                     evaluations.fetch_add(1, Ordering::Relaxed);
                     epoch == 1
                 })
+                .expect("the evaluation does not panic")
             };
             let other = {
                 let (gate, evaluations) = (gate.clone(), evaluations.clone());
@@ -292,6 +312,7 @@ mod loom_models {
                         thread::yield_now();
                     }
                     let answer = gate.answer(1, Askers::Many, || unreachable!("answered"));
+                    let answer = answer.expect("the evaluation does not panic");
                     // Relaxed: ordered by the let-in pair.
                     assert_eq!(written.load(Ordering::Relaxed), 1);
                     answer
@@ -302,7 +323,7 @@ mod loom_models {
                 written.store(1, Ordering::Relaxed);
                 true
             });
-            assert!(answer);
+            assert_eq!(answer, Ok(true));
             // Release: lets the other thread in, after the answer.
             let_in.store(1, Ordering::Release);
             assert!(other.join().unwrap());

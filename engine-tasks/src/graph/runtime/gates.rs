@@ -18,7 +18,7 @@ use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
 use crate::graph::context::{BorrowLine, Context, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
-use crate::sync::frame_gate::FrameGate;
+use crate::sync::frame_gate::{FrameGate, Panicked};
 use crate::sync::prefetch;
 use crossbeam_utils::CachePadded;
 
@@ -322,12 +322,21 @@ impl Gates {
     #[cold]
     #[inline(never)]
     fn ask_set(&self, set: u32, cx: &Context<'_>, frame: &FrameView<'_>) -> bool {
-        self.set_gates[set as usize].answer_unknown(frame.epoch, frame.askers, || {
+        let answer = self.set_gates[set as usize].answer_unknown(frame.epoch, frame.askers, || {
             let conditions = self.set_conditions.row(set as usize);
             conditions
                 .iter()
                 .all(|&c| (self.conditions[c as usize])(cx))
-        })
+        });
+        match answer {
+            Ok(answer) => answer,
+            // Every node of the set fails as the one that evaluated it did:
+            // none runs, and neither do any of their dependents.
+            Err(Panicked) => panic!(
+                "a run condition of one of this node's sets panicked in this \
+                 frame, in the node of the set that evaluated it"
+            ),
+        }
     }
 }
 
