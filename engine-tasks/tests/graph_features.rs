@@ -462,6 +462,73 @@ fn a_panicking_set_condition_fails_every_node_of_the_set() {
     }
 }
 
+/// A set's condition that waits for pool work (here a task's `join`) may
+/// run another node of its own set meanwhile, on the same thread, which
+/// then asks the set while its answer is still being worked out below it
+/// on the stack. That node fails with a panic that says so, and the frame
+/// ends; before, it spun for ever. The pool's only worker is kept busy, so
+/// the frame's own thread runs everything, and the waiting condition finds
+/// the set's other node queued. In a child process: a hang is killed.
+#[test]
+fn a_set_condition_that_waits_on_the_pool_fails_its_nodes_instead_of_hanging() {
+    common::in_child_process(
+        "a_set_condition_that_waits_on_the_pool_fails_its_nodes_instead_of_hanging",
+        || {
+            let pool = Pool::builder().threads(1).build().unwrap();
+            let mut b = TaskGraph::<Log>::builder();
+            b.share_above(std::time::Duration::ZERO, std::time::Duration::ZERO)
+                .planning(Planning::Off);
+            b.set("gate").run_if(|cx| {
+                let task = cx.pool().spawn(Lane::Background, || ()).unwrap();
+                task.join().unwrap();
+                true
+            });
+            b.node("root", Lane::FrameCritical, logs("root"));
+            for name in ["a", "b"] {
+                b.node(name, Lane::FrameCritical, logs(name))
+                    .in_set("gate")
+                    .after(["root"]);
+            }
+            let mut graph = b.build().unwrap();
+            // The worker waits here until the frames are done.
+            let (hold, release) = std::sync::mpsc::channel::<()>();
+            let (started, worker_busy) = std::sync::mpsc::channel::<()>();
+            let busy = pool
+                .spawn(Lane::Background, move || {
+                    started.send(()).unwrap();
+                    let _ = release.recv();
+                })
+                .unwrap();
+            worker_busy.recv().unwrap();
+            let log = Log::default();
+            let mut reentered = 0;
+            for _ in 0..5 {
+                match graph.run(&pool, &log) {
+                    Ok(_) => {}
+                    Err(error) => {
+                        for failed in &error.panicked {
+                            assert!(
+                                failed.message.contains("must not wait"),
+                                "{}: {}",
+                                failed.node,
+                                failed.message
+                            );
+                        }
+                        reentered += error.panicked.len();
+                    }
+                }
+                log.take();
+            }
+            drop(hold);
+            busy.join().unwrap();
+            assert!(
+                reentered > 0,
+                "no frame ran a node inside the condition's wait"
+            );
+        },
+    );
+}
+
 struct Health(Vec<i32>);
 struct Armor(i32);
 

@@ -4,20 +4,28 @@
 //!
 //! # States
 //!
-//! One word: the frame's epoch (frames numbered from 1) shifted left by two,
-//! and two bits: `EVALUATING`, `NO`, `YES` or `PANICKED`. A word of an
-//! older epoch means "not asked yet this frame", so nothing is reset
-//! between frames.
+//! One word: the frame's epoch (frames numbered from 1) in the high
+//! [`EPOCH_BITS`] bits, the evaluating thread's tag in the next
+//! [`TAG_BITS`] (zero once answered), and two bits: `EVALUATING`, `NO`,
+//! `YES` or `PANICKED`. A word of an older epoch means "not asked yet this
+//! frame", so nothing is reset between frames.
 //!
-//! * The first thread to ask swaps in `(epoch, EVALUATING)` with a
-//!   compare-exchange, evaluates, and stores `(epoch, answer)` with
+//! * The first thread to ask swaps in `(epoch, its tag, EVALUATING)` with a
+//!   compare-exchange, evaluates, and stores `(epoch, 0, answer)` with
 //!   Release. If the evaluation panics, it stores `PANICKED` before the
 //!   panic goes on: every later asker of the frame gets
-//!   [`Panicked`] (its caller fails the way the evaluator did), and no
-//!   asker waits for ever on a panic.
+//!   [`NoAnswer::Panicked`] (its caller fails the way the evaluator did),
+//!   and no asker waits for ever on a panic.
 //! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
 //!   yielding) for the answer, which it reads with Acquire; one that finds
 //!   an answer of its epoch takes it.
+//! * A thread that finds `EVALUATING` with its own tag is asking from
+//!   inside its own evaluation (the evaluation waited on the pool, and the
+//!   wait ran a task that asks the same gate): waiting would never end, so
+//!   it gets [`NoAnswer::Reentered`] instead. The tag is the thread's own
+//!   write, or an older word's, so a thread never mistakes another's
+//!   evaluation for its own (tags are unique among the first
+//!   2^[`TAG_BITS`] - 1 threads that ask any gate; past that they wrap).
 //!
 //! Exactly one thread evaluates per frame: the compare-exchange from the
 //! old word succeeds once, and every later asker sees the epoch's word (or
@@ -43,9 +51,49 @@ const EVALUATING: u64 = 1;
 const NO: u64 = 2;
 const YES: u64 = 3;
 
-/// The frame's evaluation panicked (module docs).
+/// Bits of the evaluating thread's tag (module docs): a million threads
+/// before tags wrap.
+const TAG_BITS: u32 = 20;
+/// Bits of the epoch: 2^42 frames, 139 years at 1,000 frames a second.
+const EPOCH_BITS: u32 = 64 - 2 - TAG_BITS;
+const EPOCH_SHIFT: u32 = 2 + TAG_BITS;
+
+/// The word for `epoch`, `tag` and `state`.
+fn word(epoch: u64, tag: u64, state: u64) -> u64 {
+    epoch << EPOCH_SHIFT | tag << 2 | state
+}
+
+/// This thread's tag: nonzero, set at its first ask (module docs).
+fn thread_tag() -> u64 {
+    // Relaxed: only uniqueness matters, which the read-modify-write gives.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    TAG.with(|tag| {
+        if tag.get() == 0 {
+            let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tag.set(next % ((1 << TAG_BITS) - 1) + 1);
+        }
+        tag.get()
+    })
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static TAG: std::cell::Cell<u64> = std::cell::Cell::new(0);
+}
+
+/// Why a gate gave no answer (module docs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Panicked;
+pub(crate) enum NoAnswer {
+    /// The frame's evaluation panicked.
+    Panicked,
+    /// The caller's thread is evaluating the frame's answer, further down
+    /// its stack.
+    Reentered,
+}
 
 /// Who may ask a gate during the caller's frame (module docs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -82,7 +130,7 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> Result<bool, Panicked> {
+    ) -> Result<bool, NoAnswer> {
         match self.known(epoch) {
             Some(answer) => Ok(answer),
             None => self.answer_unknown(epoch, askers, evaluate),
@@ -97,17 +145,20 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> Result<bool, Panicked> {
+    ) -> Result<bool, NoAnswer> {
         match askers {
             Askers::Many => self.ask(epoch, evaluate),
             Askers::OnlyThis => {
                 // Relaxed: no other thread asks, so the word is this
                 // thread's (a panicked evaluation of this frame) or older.
                 let word = self.state.load(Ordering::Relaxed);
-                if word == epoch << 2 | PANICKED {
-                    return Err(Panicked);
+                if word == self::word(epoch, 0, PANICKED) {
+                    return Err(NoAnswer::Panicked);
                 }
-                debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
+                debug_assert!(
+                    word >> EPOCH_SHIFT < epoch,
+                    "another thread asked a frame run alone"
+                );
                 Ok(self.evaluate(epoch, evaluate))
             }
         }
@@ -119,16 +170,16 @@ impl FrameGate {
     /// the evaluation out of line.
     #[inline]
     pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
-        debug_assert!(epoch > 0 && epoch < 1 << 62);
+        debug_assert!(epoch > 0 && epoch < 1 << EPOCH_BITS);
         // Acquire: pairs with the Release store of the answer
         // (`Publish::drop`), so the evaluator's reads and writes happen
         // before the caller's.
         let word = self.state.load(Ordering::Acquire);
         // Two whole-word compares: fewer instructions than taking the word
         // apart.
-        if word == epoch << 2 | YES {
+        if word == self::word(epoch, 0, YES) {
             Some(true)
-        } else if word == epoch << 2 | NO {
+        } else if word == self::word(epoch, 0, NO) {
             Some(false)
         } else {
             None
@@ -137,18 +188,22 @@ impl FrameGate {
 
     /// `answer_unknown` with other askers: claims the evaluation, or waits
     /// for the thread that did.
-    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, Panicked> {
+    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, NoAnswer> {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
+        let tag = thread_tag();
         loop {
             // Acquire: pairs with the Release store of the answer, so the
             // evaluator's reads and writes happen before ours.
             let word = self.state.load(Ordering::Acquire);
-            if word >> 2 == epoch {
+            if word >> EPOCH_SHIFT == epoch {
                 match word & 3 {
                     NO => return Ok(false),
                     YES => return Ok(true),
-                    PANICKED => return Err(Panicked),
+                    PANICKED => return Err(NoAnswer::Panicked),
+                    _ if word >> 2 & ((1 << TAG_BITS) - 1) == tag => {
+                        return Err(NoAnswer::Reentered)
+                    }
                     _ => {
                         // Another thread is evaluating: wait for its answer.
                         #[cfg(loom)]
@@ -165,7 +220,7 @@ impl FrameGate {
                 .state
                 .compare_exchange(
                     word,
-                    epoch << 2 | EVALUATING,
+                    self::word(epoch, tag, EVALUATING),
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
@@ -207,7 +262,7 @@ impl Drop for Publish<'_> {
         // hand-over's queue push) also orders it before their loads.
         self.gate
             .state
-            .store(self.epoch << 2 | self.answer, Ordering::Release);
+            .store(word(self.epoch, 0, self.answer), Ordering::Release);
     }
 }
 
@@ -236,11 +291,34 @@ mod tests {
         let panicked = std::panic::catch_unwind(|| gate.answer(3, askers, || panic!("a bad one")));
         assert!(panicked.is_err());
         let answered = || unreachable!("frame 3 panicked");
-        assert_eq!(gate.answer(3, askers, answered), Err(Panicked));
-        assert_eq!(gate.answer(3, Askers::Many, answered), Err(Panicked));
+        assert_eq!(gate.answer(3, askers, answered), Err(NoAnswer::Panicked));
+        assert_eq!(
+            gate.answer(3, Askers::Many, answered),
+            Err(NoAnswer::Panicked)
+        );
         assert_eq!(gate.answer(4, askers, || true), Ok(true));
         // Relaxed: one thread.
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    /// An evaluation that asks its own gate again, on its own thread, gets
+    /// `Reentered` rather than waiting for itself; its own answer is then
+    /// every later asker's.
+    #[test]
+    fn an_ask_from_inside_the_evaluation_is_refused() {
+        let gate = FrameGate::new();
+        let inner = gate.answer(1, Askers::Many, || {
+            assert_eq!(
+                gate.answer(1, Askers::Many, || unreachable!("being evaluated")),
+                Err(NoAnswer::Reentered)
+            );
+            true
+        });
+        assert_eq!(inner, Ok(true));
+        assert_eq!(
+            gate.answer(1, Askers::Many, || unreachable!("answered")),
+            Ok(true)
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
 use crate::graph::context::{BorrowLine, Context, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
-use crate::sync::frame_gate::{FrameGate, Panicked};
+use crate::sync::frame_gate::{FrameGate, NoAnswer};
 use crate::sync::prefetch;
 use crossbeam_utils::CachePadded;
 
@@ -332,9 +332,17 @@ impl Gates {
             Ok(answer) => answer,
             // Every node of the set fails as the one that evaluated it did:
             // none runs, and neither do any of their dependents.
-            Err(Panicked) => panic!(
+            Err(NoAnswer::Panicked) => panic!(
                 "a run condition of one of this node's sets panicked in this \
                  frame, in the node of the set that evaluated it"
+            ),
+            // This node ran inside the set's own evaluation, which cannot
+            // go on until the node returns: waiting would never end.
+            Err(NoAnswer::Reentered) => panic!(
+                "a run condition of one of this node's sets waited on the pool \
+                 (a join, scope, parallel_for or task's join), and the wait ran \
+                 this node before the condition had its answer: a set's run \
+                 condition must not wait on the pool"
             ),
         }
     }
