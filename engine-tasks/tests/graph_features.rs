@@ -114,6 +114,13 @@ fn unknown_sets_and_names_are_errors() {
         Err(GraphError::UnknownDependency { node, dependency }) if node == "s" && dependency == "ghost"
     ));
     let mut b = TaskGraph::<Log>::builder();
+    b.node("a", Lane::Normal, logs("a")).before(["ghost"]);
+    let error = b.build().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        r#""a" is ordered after or before "ghost", which no node or set is called"#
+    );
+    let mut b = TaskGraph::<Log>::builder();
     b.set("same");
     b.node("same", Lane::Normal, logs("same"));
     assert_eq!(
@@ -527,6 +534,42 @@ fn a_set_condition_that_waits_on_the_pool_fails_its_nodes_instead_of_hanging() {
             );
         },
     );
+}
+
+/// Each ambiguity names its pair in the order the graph runs them, also
+/// where the order derived for one pair comes from the others': `a` and
+/// `b` both write `X`, `b` and `c` both write `Y`, `c` runs before `a`; the
+/// derived `a` before `b` puts `c` before `b`, against declaration order.
+#[test]
+fn ambiguities_name_each_pair_in_the_order_it_runs() {
+    struct X;
+    struct Y;
+    static RAN: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let logs =
+        |name: &'static str| move |_: &NodeContext<'_, Resources>| RAN.lock().unwrap().push(name);
+    let mut b = TaskGraph::<Resources>::builder();
+    b.node("a", Lane::Normal, logs("a")).writes::<X>();
+    b.node("b", Lane::Normal, logs("b"))
+        .writes::<X>()
+        .writes::<Y>();
+    b.node("c", Lane::Normal, logs("c"))
+        .writes::<Y>()
+        .before(["a"]);
+    let mut graph = b.build().unwrap();
+    let mut resources = Resources::new();
+    resources.insert(X);
+    resources.insert(Y);
+    graph.run(pool(), &resources).unwrap();
+    let ran = std::mem::take(&mut *RAN.lock().unwrap());
+    assert_eq!(ran, ["c", "a", "b"]);
+    let pairs: Vec<_> = graph.ambiguities().map(|(a, b, _)| (a, b)).collect();
+    assert_eq!(pairs.len(), 2, "{pairs:?}");
+    for (first, second) in pairs {
+        assert!(
+            position(&ran, first) < position(&ran, second),
+            "({first}, {second}) against {ran:?}"
+        );
+    }
 }
 
 struct Health(Vec<i32>);

@@ -724,6 +724,10 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// filled, it compares each input with its last build's and stores
     /// only the closures until one differs.
     ///
+    /// Every build, a repeated one too, turns every node and set of
+    /// `graph` on again ([`TaskGraph::set_enabled`]): a graph built every
+    /// frame sets its toggles after each build.
+    ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
     /// use std::sync::atomic::{AtomicU32, Ordering};

@@ -631,6 +631,15 @@ fn derive_access_edges(
             }
         }
     }
+    // Each pair as the edges ordered it: by declaration, unless the edges
+    // derived for other pairs had ordered it the other way already.
+    for pair in out.ambiguities.iter_mut() {
+        let (a, b, _) = *pair;
+        let at_a = bit_of(scratch, a).expect("an ambiguous node accesses something");
+        if reaches(&scratch.reach, b, at_a) {
+            std::mem::swap(&mut pair.0, &mut pair.1);
+        }
+    }
     if input.ambiguities_are_errors && !out.ambiguities.is_empty() {
         return Err(GraphError::Ambiguous(
             out.ambiguities

@@ -46,7 +46,8 @@ impl fmt::Display for GraphError {
             GraphError::UnknownDependency { node, dependency } => {
                 write!(
                     f,
-                    "node {node:?} runs after {dependency:?}, which does not exist"
+                    "{node:?} is ordered after or before {dependency:?}, \
+                     which no node or set is called"
                 )
             }
             GraphError::Cycle(names) => {

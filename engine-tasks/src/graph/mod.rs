@@ -390,7 +390,10 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// frame on; a disabled node (or a node in a disabled set) does not
     /// run, and its dependents run as if it had
     /// ([`NodeOutcome::Off`]). Allocates nothing and rebuilds nothing.
-    /// Returns `false` if no node or set has that name.
+    /// Returns `false` if no node or set has that name. A toggle lasts
+    /// until the next build into the graph
+    /// ([`TaskGraphBuilder::build_into`](crate::TaskGraphBuilder::build_into)),
+    /// which turns every node and set on again.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
@@ -417,9 +420,10 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     }
 
     /// The pairs of nodes whose accesses conflict and that no ordering
-    /// ordered: each pair `(first, second, what)` was ordered by
-    /// declaration (the first runs first), as node names and the name of
-    /// what they both access. Empty for a graph whose conflicts are all
+    /// ordered: each pair `(first, second, what)`, where the first runs
+    /// first, as node names and the name of what they both access. The
+    /// order derived for a pair is their declaration order, unless the
+    /// orders derived for other pairs already ordered them the other way. Empty for a graph whose conflicts are all
     /// ordered.
     ///
     /// ```
