@@ -368,8 +368,10 @@ fn check_acyclic(input: &Input<'_>, scratch: &mut Scratch) -> Result<(), GraphEr
     Err(GraphError::Cycle(cycle_names(input, scratch)))
 }
 
-/// The names along a cycle of the extended graph, in running order (a set
-/// once, though it has two vertices). Every vertex Kahn's algorithm left
+/// The names along a cycle of the extended graph, in running order: a set
+/// once where the cycle goes from its entry vertex straight to its exit,
+/// and twice where members come between (`a` before and after set `S` of
+/// member `b`: `a -> S -> b -> S`, the way round the cycle). Every vertex Kahn's algorithm left
 /// has a left predecessor (that is why it was left), so walking
 /// predecessors from one of them must come back to a vertex walked before,
 /// and the walk between the two visits is a cycle.
