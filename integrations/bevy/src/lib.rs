@@ -28,6 +28,13 @@
 //! without which bevy does not keep system names); without it, the zone is
 //! a span of the engine-tasks timeline recorder.
 //!
+//! Run conditions are evaluated while the executor holds the lock of its
+//! run's state, which every system takes as it ends. A condition that
+//! waits on the pool (a `join`, `scope`, `parallel_for` or a task's
+//! `join`) may run other queued tasks while it waits, a system of the
+//! same run among them, which would deadlock: keep waits on the pool out
+//! of run conditions.
+//!
 //! Install any time: before the first run, or after it. The executor
 //! follows every rebuild of the schedule, as bevy's executors do: systems
 //! added or removed (also by `remove_systems_in_set`), sets reconfigured,
