@@ -701,3 +701,27 @@ fn every_condition_is_evaluated_once_per_run_even_for_skipped_systems() {
         }
     }
 }
+
+// Not one of bevy's tests: a system's set conditions are evaluated outer
+// set first, whatever order the sets were configured in (bevy's order is
+// its hierarchy's), then the system's own.
+#[test]
+fn set_conditions_are_evaluated_outer_set_first() {
+    for runner in RUNNERS {
+        let mut world = World::new();
+        world.init_resource::<Order>();
+        world.init_resource::<Evaluated>();
+        let mut schedule = runner.schedule(&mut world);
+        schedule.configure_sets(Nest::Inner.run_if(evaluated("inner", true)));
+        schedule.configure_sets(Nest::Outer.run_if(evaluated("outer", true)));
+        schedule.configure_sets(Nest::Inner.in_set(Nest::Outer));
+        schedule.add_systems(push(1).run_if(evaluated("own", true)).in_set(Nest::Inner));
+        runner.ready(&mut schedule, &mut world);
+        for _ in 0..3 {
+            run(runner, &mut schedule, &mut world);
+            assert_eq!(take(&mut world), [1], "{runner:?}");
+            let seen = std::mem::take(&mut *world.resource::<Evaluated>().0.lock().unwrap());
+            assert_eq!(seen, ["outer", "inner", "own"], "{runner:?}");
+        }
+    }
+}
