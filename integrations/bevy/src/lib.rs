@@ -46,6 +46,16 @@
 //! swapped for one of bevy's, the conditions still run there. Install again
 //! after swapping back.
 //!
+//! Add your own build passes before installing: bevy runs passes in the
+//! order they were added, and one added later runs after the executor's,
+//! which does not see what it changes. Systems such a pass adds make the
+//! executor run every system one after the other, in bevy's order (every
+//! ordering kept, no parallelism), without their run conditions; orderings
+//! it adds or removes between existing systems are not seen. (Turning
+//! bevy's `auto_insert_apply_deferred` setting off and on again after
+//! installing re-adds bevy's own pass after the executor's, with the first
+//! effect.)
+//!
 //! One difference from bevy's multi-threaded executor, on the safe side:
 //! weak orderings (`chain_weak`, `before_weak`, `after_weak`) are kept as
 //! strict ones. bevy keeps a weak ordering only between systems that

@@ -6,7 +6,10 @@
 //! A system the pass did not see (one a build pass registered after this
 //! executor's added) cannot be placed in the graph; then the plan runs every
 //! system one after the other in bevy's order, which keeps every ordering
-//! bevy built.
+//! bevy built, but not that system's run conditions, which the pass never
+//! saw. Orderings a later pass adds or removes between systems the pass
+//! saw are not seen either (the crate's docs tell users to add their passes
+//! before installing).
 
 use crate::condition::ConditionCell;
 use crate::pass::{address, Snapshot};
