@@ -76,8 +76,10 @@ pub(super) enum Relation {
 /// ([`TaskGraphBuilder::ambiguities`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum Ambiguities {
-    /// Order each pair: the node added to the builder first runs first. The
-    /// pairs are listed by [`TaskGraph::ambiguities`].
+    /// Order each pair: the node added to the builder first runs first,
+    /// unless the orders derived for other pairs already ordered the two
+    /// the other way. The pairs are listed by [`TaskGraph::ambiguities`],
+    /// in the order they run.
     #[default]
     OrderByDeclaration,
     /// Refuse to build: [`GraphError::Ambiguous`] lists the pairs.

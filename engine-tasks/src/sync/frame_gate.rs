@@ -4,14 +4,13 @@
 //!
 //! # States
 //!
-//! One word: the frame's epoch (frames numbered from 1) in the high
-//! [`EPOCH_BITS`] bits, the evaluating thread's tag in the next
-//! [`TAG_BITS`] (zero once answered), and two bits: `EVALUATING`, `NO`,
-//! `YES` or `PANICKED`. A word of an older epoch means "not asked yet this
-//! frame", so nothing is reset between frames.
+//! One word: the frame's epoch (frames numbered from 1) shifted left by
+//! two, and two bits: `EVALUATING`, `NO`, `YES` or `PANICKED`. A word of an
+//! older epoch means "not asked yet this frame", so nothing is reset
+//! between frames.
 //!
-//! * The first thread to ask swaps in `(epoch, its tag, EVALUATING)` with a
-//!   compare-exchange, evaluates, and stores `(epoch, 0, answer)` with
+//! * The first thread to ask swaps in `(epoch, EVALUATING)` with a
+//!   compare-exchange, evaluates, and stores `(epoch, answer)` with
 //!   Release. If the evaluation panics, it stores `PANICKED` before the
 //!   panic goes on: every later asker of the frame gets
 //!   [`NoAnswer::Panicked`] (its caller fails the way the evaluator did),
@@ -19,13 +18,15 @@
 //! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
 //!   yielding) for the answer, which it reads with Acquire; one that finds
 //!   an answer of its epoch takes it.
-//! * A thread that finds `EVALUATING` with its own tag is asking from
-//!   inside its own evaluation (the evaluation waited on the pool, and the
-//!   wait ran a task that asks the same gate): waiting would never end, so
-//!   it gets [`NoAnswer::Reentered`] instead. The tag is the thread's own
-//!   write, or an older word's, so a thread never mistakes another's
-//!   evaluation for its own (tags are unique among the first
-//!   2^[`TAG_BITS`] - 1 threads that ask any gate; past that they wrap).
+//! * A thread that finds `EVALUATING` while it is itself evaluating this
+//!   gate, further down its stack, asks from inside its own evaluation
+//!   (the evaluation waited on the pool, and the wait ran a task that asks
+//!   the same gate): waiting would never end, so it gets
+//!   [`NoAnswer::Reentered`] instead. Each thread keeps the gates it is
+//!   evaluating in a thread-local list that only it writes, so it never
+//!   mistakes another thread's evaluation for its own. The list holds
+//!   [`MAX_NESTED`] gates: an evaluation nested deeper is not recorded,
+//!   and a re-entrant ask of it waits as before.
 //!
 //! Exactly one thread evaluates per frame: the compare-exchange from the
 //! old word succeeds once, and every later asker sees the epoch's word (or
@@ -51,38 +52,41 @@ const EVALUATING: u64 = 1;
 const NO: u64 = 2;
 const YES: u64 = 3;
 
-/// Bits of the evaluating thread's tag (module docs): a million threads
-/// before tags wrap.
-const TAG_BITS: u32 = 20;
-/// Bits of the epoch: 2^42 frames, 139 years at 1,000 frames a second.
-const EPOCH_BITS: u32 = 64 - 2 - TAG_BITS;
-const EPOCH_SHIFT: u32 = 2 + TAG_BITS;
-
-/// The word for `epoch`, `tag` and `state`.
-fn word(epoch: u64, tag: u64, state: u64) -> u64 {
-    epoch << EPOCH_SHIFT | tag << 2 | state
+/// The word for `epoch` and `state`.
+fn word(epoch: u64, state: u64) -> u64 {
+    epoch << 2 | state
 }
 
-/// This thread's tag: nonzero, set at its first ask (module docs).
-fn thread_tag() -> u64 {
-    // Relaxed: only uniqueness matters, which the read-modify-write gives.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    TAG.with(|tag| {
-        if tag.get() == 0 {
-            let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tag.set(next % ((1 << TAG_BITS) - 1) + 1);
-        }
-        tag.get()
-    })
-}
+/// Gates one thread evaluates at once, one inside another's wait (module
+/// docs): a set's condition inside a node run inside another set's
+/// condition's wait is one level; four is far beyond what a frame does.
+const MAX_NESTED: usize = 4;
+
+/// The addresses of the gates this thread is evaluating; 0 for a free
+/// place (module docs).
+type Evaluating = std::cell::Cell<[usize; MAX_NESTED]>;
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static EVALUATING_HERE: Evaluating = const { std::cell::Cell::new([0; MAX_NESTED]) };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static TAG: std::cell::Cell<u64> = std::cell::Cell::new(0);
+    static EVALUATING_HERE: Evaluating = std::cell::Cell::new([0; MAX_NESTED]);
+}
+
+/// Replaces `old` with `new` in this thread's list (module docs); `false`
+/// if `old` is not in it.
+fn swap_evaluating(old: usize, new: usize) -> bool {
+    EVALUATING_HERE.with(|list| {
+        let mut gates = list.get();
+        let Some(place) = gates.iter().position(|&g| g == old) else {
+            return false;
+        };
+        gates[place] = new;
+        list.set(gates);
+        true
+    })
 }
 
 /// Why a gate gave no answer (module docs).
@@ -152,13 +156,10 @@ impl FrameGate {
                 // Relaxed: no other thread asks, so the word is this
                 // thread's (a panicked evaluation of this frame) or older.
                 let word = self.state.load(Ordering::Relaxed);
-                if word == self::word(epoch, 0, PANICKED) {
+                if word == self::word(epoch, PANICKED) {
                     return Err(NoAnswer::Panicked);
                 }
-                debug_assert!(
-                    word >> EPOCH_SHIFT < epoch,
-                    "another thread asked a frame run alone"
-                );
+                debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
                 Ok(self.evaluate(epoch, evaluate))
             }
         }
@@ -170,16 +171,16 @@ impl FrameGate {
     /// the evaluation out of line.
     #[inline]
     pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
-        debug_assert!(epoch > 0 && epoch < 1 << EPOCH_BITS);
+        debug_assert!(epoch > 0 && epoch < 1 << 62);
         // Acquire: pairs with the Release store of the answer
         // (`Publish::drop`), so the evaluator's reads and writes happen
         // before the caller's.
         let word = self.state.load(Ordering::Acquire);
         // Two whole-word compares: fewer instructions than taking the word
         // apart.
-        if word == self::word(epoch, 0, YES) {
+        if word == self::word(epoch, YES) {
             Some(true)
-        } else if word == self::word(epoch, 0, NO) {
+        } else if word == self::word(epoch, NO) {
             Some(false)
         } else {
             None
@@ -191,19 +192,16 @@ impl FrameGate {
     fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, NoAnswer> {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
-        let tag = thread_tag();
         loop {
             // Acquire: pairs with the Release store of the answer, so the
             // evaluator's reads and writes happen before ours.
             let word = self.state.load(Ordering::Acquire);
-            if word >> EPOCH_SHIFT == epoch {
+            if word >> 2 == epoch {
                 match word & 3 {
                     NO => return Ok(false),
                     YES => return Ok(true),
                     PANICKED => return Err(NoAnswer::Panicked),
-                    _ if word >> 2 & ((1 << TAG_BITS) - 1) == tag => {
-                        return Err(NoAnswer::Reentered)
-                    }
+                    _ if self.evaluated_here() => return Err(NoAnswer::Reentered),
                     _ => {
                         // Another thread is evaluating: wait for its answer.
                         #[cfg(loom)]
@@ -220,7 +218,7 @@ impl FrameGate {
                 .state
                 .compare_exchange(
                     word,
-                    self::word(epoch, tag, EVALUATING),
+                    self::word(epoch, EVALUATING),
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
@@ -240,10 +238,23 @@ impl FrameGate {
             gate: self,
             epoch,
             answer: PANICKED,
+            listed: swap_evaluating(0, self.address()),
         };
         let answer = evaluate();
         publish.answer = if answer { YES } else { NO };
         answer
+    }
+
+    fn address(&self) -> usize {
+        self as *const FrameGate as usize
+    }
+
+    /// Whether this thread is evaluating this gate, further down its stack
+    /// (module docs).
+    #[cold]
+    fn evaluated_here(&self) -> bool {
+        let me = self.address();
+        EVALUATING_HERE.with(|list| list.get().contains(&me))
     }
 }
 
@@ -253,6 +264,8 @@ struct Publish<'a> {
     gate: &'a FrameGate,
     epoch: u64,
     answer: u64,
+    /// Whether the gate went into this thread's list (module docs).
+    listed: bool,
 }
 
 impl Drop for Publish<'_> {
@@ -262,7 +275,10 @@ impl Drop for Publish<'_> {
         // hand-over's queue push) also orders it before their loads.
         self.gate
             .state
-            .store(word(self.epoch, 0, self.answer), Ordering::Release);
+            .store(word(self.epoch, self.answer), Ordering::Release);
+        if self.listed {
+            swap_evaluating(self.gate.address(), 0);
+        }
     }
 }
 

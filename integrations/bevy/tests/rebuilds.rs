@@ -444,8 +444,8 @@ fn a_condition_added_by_an_earlier_build_pass_keeps_its_access() {
     );
 }
 
-/// An empty schedule runs, on this crate's executor as on bevy's, before
-/// and after systems come and go.
+/// An empty schedule runs, on this crate's executor as on bevy's, and so
+/// does it once a system is added.
 #[test]
 fn an_empty_schedule_runs() {
     for runner in RUNNERS {

@@ -424,6 +424,9 @@ impl Inner {
             };
             (ended, dependents, dirty, reloaded, failure, st.cascade)
         };
+        // Reversed, so that `finish_load` (which takes the last first) ends
+        // them in the order they registered.
+        let first = ready.len();
         for dependent in dependents {
             let result = match &failure {
                 None => Ok(()),
@@ -434,6 +437,7 @@ impl Inner {
             };
             ready.extend(Inner::dep_done(&dependent, result));
         }
+        ready[first..].reverse();
         if !ended.is_empty() {
             let mut requests = this.lock_requests();
             for id in ended {
