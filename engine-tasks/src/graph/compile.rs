@@ -371,8 +371,8 @@ fn check_acyclic(input: &Input<'_>, scratch: &mut Scratch) -> Result<(), GraphEr
 /// The names along a cycle of the extended graph, in running order: a set
 /// once where the cycle goes from its entry vertex straight to its exit,
 /// and twice where members come between (`a` before and after set `S` of
-/// member `b`: `a -> S -> b -> S`, the way round the cycle). Every vertex Kahn's algorithm left
-/// has a left predecessor (that is why it was left), so walking
+/// member `b`: `a -> S -> b -> S`, the way round the cycle). Every vertex
+/// Kahn's algorithm left has a left predecessor (that is why it was left), so walking
 /// predecessors from one of them must come back to a vertex walked before,
 /// and the walk between the two visits is a cycle.
 fn cycle_names(input: &Input<'_>, scratch: &Scratch) -> Vec<String> {

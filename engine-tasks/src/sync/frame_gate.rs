@@ -192,6 +192,10 @@ impl FrameGate {
     fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, NoAnswer> {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
+        // Whether this thread evaluates this gate itself: looked up once,
+        // at the first `EVALUATING` seen (the list cannot change while
+        // this thread waits).
+        let mut here = None;
         loop {
             // Acquire: pairs with the Release store of the answer, so the
             // evaluator's reads and writes happen before ours.
@@ -201,7 +205,9 @@ impl FrameGate {
                     NO => return Ok(false),
                     YES => return Ok(true),
                     PANICKED => return Err(NoAnswer::Panicked),
-                    _ if self.evaluated_here() => return Err(NoAnswer::Reentered),
+                    _ if *here.get_or_insert_with(|| self.evaluated_here()) => {
+                        return Err(NoAnswer::Reentered)
+                    }
                     _ => {
                         // Another thread is evaluating: wait for its answer.
                         #[cfg(loom)]

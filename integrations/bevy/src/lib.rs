@@ -21,8 +21,8 @@
 //! calls `Schedule::run` joins with block-on-complete (it runs systems while
 //! it waits, as the pool's guest; when another outside thread is the
 //! pool's guest at the time, it runs only its own non-`Send` systems and
-//! sleeps otherwise), runs exclusive systems and `ApplyDeferred` with nothing else
-//! running, and runs non-`Send` systems beside the systems they do not
+//! sleeps otherwise), runs exclusive systems and `ApplyDeferred` with
+//! nothing else running, and runs non-`Send` systems beside the systems they do not
 //! conflict with. With the `tracy` feature every system run is a Tracy zone
 //! named after the system (the feature turns on bevy_ecs's `debug` feature,
 //! without which bevy does not keep system names); without it, the zone is

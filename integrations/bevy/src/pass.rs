@@ -123,22 +123,22 @@ impl ScheduleBuildPass for PoolPass {
                 snapshot.system_conditions.insert(key, cells);
             }
         }
-        let mut conditioned_sets: Vec<SystemSetKey> = graph
-            .system_sets
-            .iter()
-            .filter(|(_, _, conditions)| !conditions.is_empty())
-            .map(|(key, _, _)| key)
-            .collect();
         // In the order of the sets' hierarchy, outer sets first, as bevy
-        // evaluates them (its build sorts the hierarchy before the passes).
-        if let Some(order) = graph.hierarchy().get_toposort() {
-            let rank: HashMap<SystemSetKey, usize> = order
+        // evaluates them (its build sorts the hierarchy before the passes;
+        // should it not have, in the sets' own order).
+        let conditioned_sets: Vec<SystemSetKey> = match graph.hierarchy().get_toposort() {
+            Some(order) => order
                 .iter()
-                .enumerate()
-                .filter_map(|(at, id)| Some((id.as_set()?, at)))
-                .collect();
-            conditioned_sets.sort_by_key(|key| rank.get(key).copied().unwrap_or(usize::MAX));
-        }
+                .filter_map(NodeId::as_set)
+                .filter(|&key| graph.system_sets.has_conditions(key))
+                .collect(),
+            None => graph
+                .system_sets
+                .iter()
+                .filter(|(_, _, conditions)| !conditions.is_empty())
+                .map(|(key, _, _)| key)
+                .collect(),
+        };
         let mut members = Members::default();
         for key in conditioned_sets {
             let systems = members.of(graph, NodeId::Set(key));
