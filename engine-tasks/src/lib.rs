@@ -15,7 +15,9 @@
 //! * Threads start lazily and a failed thread spawn is survived.
 //! * Waiting is block-on-complete: [`JoinHandle::join`], [`PoolHandle::join`],
 //!   [`PoolHandle::scope`] and [`PoolHandle::parallel_for`] run queued tasks
-//!   while they wait, instead of sleeping.
+//!   while they wait, instead of sleeping. Code that must not run other
+//!   tasks (it holds a lock that tasks take, or tasks wait for it) runs
+//!   inside [`forbid_waits`], where a wait panics instead.
 //!
 //! ```
 //! use engine_tasks::{Lane, Pool};
@@ -102,6 +104,7 @@ pub use {
         cancel::CancellationToken,
         default_pool,
         early_wake::EarlyWake,
+        forbid_waits::forbid_waits,
         join, parallel_for,
         registry::{SpawnFn, ThreadSpec, MAX_THREADS},
         scope,

@@ -469,69 +469,103 @@ fn a_panicking_set_condition_fails_every_node_of_the_set() {
     }
 }
 
-/// A set's condition that waits for pool work (here a task's `join`) may
-/// run another node of its own set meanwhile, on the same thread, which
-/// then asks the set while its answer is still being worked out below it
-/// on the stack. That node fails with a panic that says so, and the frame
-/// ends; before, it spun for ever. The pool's only worker is kept busy, so
-/// the frame's own thread runs everything, and the waiting condition finds
-/// the set's other node queued. In a child process: a hang is killed.
+/// A set's condition that waits on the pool fails every node of the set,
+/// every frame, in every way a frame runs, and the frame ends. Such a wait
+/// could run another node of the set (on the frame's thread, or through a
+/// stolen half on another), which waits for the condition's answer: before,
+/// those shapes spun for ever. Now the wait panics at its start, before it
+/// queues anything, and the set's nodes fail as for any panicking
+/// condition; the evaluating node's message names the wait. In a child
+/// process: a hang is killed.
 #[test]
 fn a_set_condition_that_waits_on_the_pool_fails_its_nodes_instead_of_hanging() {
     common::in_child_process(
         "a_set_condition_that_waits_on_the_pool_fails_its_nodes_instead_of_hanging",
         || {
-            let pool = Pool::builder().threads(1).build().unwrap();
-            let mut b = TaskGraph::<Log>::builder();
-            b.share_above(std::time::Duration::ZERO, std::time::Duration::ZERO)
-                .planning(Planning::Off);
-            b.set("gate").run_if(|cx| {
-                let task = cx.pool().spawn(Lane::Background, || ()).unwrap();
-                task.join().unwrap();
-                true
-            });
-            b.node("root", Lane::FrameCritical, logs("root"));
-            for name in ["a", "b"] {
-                b.node(name, Lane::FrameCritical, logs(name))
-                    .in_set("gate")
-                    .after(["root"]);
-            }
-            let mut graph = b.build().unwrap();
-            // The worker waits here until the frames are done.
-            let (hold, release) = std::sync::mpsc::channel::<()>();
-            let (started, worker_busy) = std::sync::mpsc::channel::<()>();
-            let busy = pool
-                .spawn(Lane::Background, move || {
-                    started.send(()).unwrap();
-                    let _ = release.recv();
-                })
-                .unwrap();
-            worker_busy.recv().unwrap();
-            let log = Log::default();
-            let mut reentered = 0;
-            for _ in 0..5 {
-                match graph.run(&pool, &log) {
-                    Ok(_) => {}
-                    Err(error) => {
-                        for failed in &error.panicked {
-                            assert!(
-                                failed.message.contains("must not wait"),
-                                "{}: {}",
-                                failed.node,
-                                failed.message
-                            );
+            type Wait = fn(&NodeContext<'_, Gated>);
+            let waits: [(&str, Wait); 5] = [
+                ("`join`", |cx| {
+                    assert_eq!(cx.pool().join(|| 1, || 2), (1, 2))
+                }),
+                ("`scope`", |cx| cx.pool().scope(|s| s.spawn(|_| ()))),
+                ("`parallel_for`", |cx| {
+                    cx.pool().parallel_for(0..1, 1, |_| ())
+                }),
+                ("`JoinHandle::join`", |cx| {
+                    let task = cx.pool().spawn(Lane::Background, || ()).unwrap();
+                    task.join().unwrap();
+                }),
+                ("`BlockingTask::wait`", |_| {
+                    let io = engine_tasks::BlockingPool::new();
+                    io.spawn(|| ()).unwrap().wait().unwrap();
+                }),
+            ];
+            let sharing = [
+                (std::time::Duration::MAX, Planning::Off),
+                (std::time::Duration::ZERO, Planning::Off),
+                (std::time::Duration::ZERO, Planning::Allowed),
+            ];
+            for threads in [1, 2] {
+                let pool = Pool::builder().threads(threads).build().unwrap();
+                for (wait_name, wait) in waits {
+                    for (share_above, planning) in sharing {
+                        let case =
+                            format!("{wait_name}, {threads} threads, {share_above:?} {planning:?}");
+                        let mut b = TaskGraph::<Gated>::builder();
+                        b.share_above(share_above, std::time::Duration::ZERO)
+                            .planning(planning);
+                        b.set("gate").run_if(move |cx| {
+                            // Relaxed: set between frames; the frame's
+                            // start publishes it.
+                            if cx.data().open.load(Ordering::Relaxed) {
+                                wait(cx);
+                            }
+                            true
+                        });
+                        b.node("root", Lane::FrameCritical, gated_logs("root"));
+                        let members = ["a", "b", "c"];
+                        for name in members {
+                            b.node(name, Lane::FrameCritical, gated_logs(name))
+                                .in_set("gate")
+                                .after(["root"]);
+                            b.node(format!("{name}2"), Lane::FrameCritical, gated_logs("after"))
+                                .after([name]);
                         }
-                        reentered += error.panicked.len();
+                        let mut graph = b.build().unwrap();
+                        let data = Gated::default();
+                        for frame in 0..4 {
+                            // The last frame's condition waits on nothing.
+                            let waits = frame < 3;
+                            // Relaxed: the frame's start publishes it.
+                            data.open.store(waits, Ordering::Relaxed);
+                            let result = graph.run(&pool, &data);
+                            let log = std::mem::take(&mut *data.log.0.lock().unwrap());
+                            if !waits {
+                                result.unwrap();
+                                assert_eq!(log.len(), 7, "{case}: {log:?}");
+                                continue;
+                            }
+                            let error = result.unwrap_err();
+                            let mut failed: Vec<&str> =
+                                error.panicked.iter().map(|p| p.node.as_str()).collect();
+                            failed.sort_unstable();
+                            assert_eq!(failed, members, "{case}");
+                            let refused =
+                                format!("{wait_name} was called inside a set's run condition");
+                            let named = error
+                                .panicked
+                                .iter()
+                                .filter(|p| p.message.starts_with(&refused))
+                                .count();
+                            assert_eq!(named, 1, "{case}: {:?}", error.panicked);
+                            let mut skipped = error.skipped.clone();
+                            skipped.sort_unstable();
+                            assert_eq!(skipped, ["a2", "b2", "c2"], "{case}");
+                            assert_eq!(log, ["root"], "{case}");
+                        }
                     }
                 }
-                log.take();
             }
-            drop(hold);
-            busy.join().unwrap();
-            assert!(
-                reentered > 0,
-                "no frame ran a node inside the condition's wait"
-            );
         },
     );
 }

@@ -576,3 +576,89 @@ fn parallel_chunks_mut_hands_out_every_item_once() {
         assert!(data.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
     }
 }
+
+/// Inside `forbid_waits`, every wait panics at its start with a message
+/// that names it and the region, on any thread (a worker's task, or a
+/// thread outside the pool), even when what it waits for is done; outside
+/// the region the same waits run.
+#[test]
+fn every_wait_panics_inside_a_region_that_forbids_waits() {
+    use engine_tasks::{forbid_waits, panic_message, BlockingPool, TaskGraph};
+    type Wait = Box<dyn Fn(&Pool) + Send + Sync>;
+    let waits: Vec<(&str, Wait)> = vec![
+        (
+            "`join`",
+            Box::new(|p| assert_eq!(p.join(|| 1, || 2), (1, 2))),
+        ),
+        (
+            "`join`",
+            Box::new(|_| assert_eq!(engine_tasks::join(|| 1, || 2), (1, 2))),
+        ),
+        ("`scope`", Box::new(|p| p.scope(|s| s.spawn(|_| ())))),
+        ("`scope`", Box::new(|_| engine_tasks::scope(|_| ()))),
+        (
+            "`parallel_for`",
+            Box::new(|p| p.parallel_for(0..0, 1, |_| ())),
+        ),
+        (
+            "`parallel_for`",
+            Box::new(|_| engine_tasks::parallel_for(0..4, 1, |_| ())),
+        ),
+        (
+            "`parallel_chunks_mut`",
+            Box::new(|p| p.parallel_chunks_mut(&mut [1, 2, 3], 8, |_, _| ())),
+        ),
+        (
+            "`JoinHandle::join`",
+            Box::new(|p| {
+                let task = p.spawn(Lane::Normal, || ()).unwrap();
+                while !task.is_finished() {
+                    std::thread::yield_now();
+                }
+                task.join().unwrap();
+            }),
+        ),
+        (
+            "`BlockingTask::wait`",
+            Box::new(|_| drop(BlockingPool::new().spawn(|| ()).unwrap().wait())),
+        ),
+        (
+            "dropping a `Pool`",
+            // Refused, the pool is left running: its thread parks for good.
+            Box::new(|_| drop(pool(1))),
+        ),
+        (
+            "shutting a `BlockingPool` down",
+            Box::new(|_| BlockingPool::new().shutdown()),
+        ),
+        (
+            "`TaskGraph::run`",
+            Box::new(|p| {
+                let mut b = TaskGraph::<()>::builder();
+                b.node("n", Lane::Normal, |_| ());
+                b.build().unwrap().run(p, &()).unwrap();
+            }),
+        ),
+    ];
+    let pool = Arc::new(pool(2));
+    let waits = Arc::new(waits);
+    for (i, (name, _)) in waits.iter().enumerate() {
+        let in_region = {
+            let (pool, waits) = (pool.clone(), waits.clone());
+            move || forbid_waits("the test's region", || (waits[i].1)(&pool))
+        };
+        // On this thread, outside the pool, and in one of its tasks.
+        let outside = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&in_region));
+        let inside = pool.spawn(Lane::Normal, in_region).unwrap().join();
+        let inside = inside.unwrap_err();
+        let expected = format!("{name} was called inside the test's region");
+        for message in [
+            panic_message(&*outside.unwrap_err()).unwrap().to_owned(),
+            inside.panic_message().unwrap().to_owned(),
+        ] {
+            assert!(message.starts_with(&expected), "{message}");
+        }
+        // The region ended: the same wait runs.
+        (waits[i].1)(&pool);
+    }
+}

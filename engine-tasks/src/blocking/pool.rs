@@ -461,6 +461,10 @@ impl BlockingPoolHandle {
     /// joined before this returns. A second call made while the
     /// first is still joining returns at once; only the first waits.
     pub fn shutdown(&self) {
+        if !std::thread::panicking() {
+            // It joins the blocking threads, whose jobs may wait on a pool.
+            crate::pool::forbid_waits::check("shutting a `BlockingPool` down");
+        }
         let inner = &self.inner;
         let (dropped, handles, last) = {
             let mut state = inner.lock();

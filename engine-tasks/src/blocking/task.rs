@@ -107,7 +107,8 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// worker, or a thread waiting there as its guest) the wait runs that
     /// pool's tasks meanwhile, of every lane, since the blocking task may
     /// wait on one of them; do not wait while holding a lock that such
-    /// tasks take. On any other thread it sleeps and runs nothing.
+    /// tasks take. On any other thread it sleeps and runs nothing. It panics
+    /// inside [`forbid_waits`](crate::forbid_waits), on any thread.
     ///
     /// ```
     /// use engine_tasks::BlockingPool;
@@ -124,6 +125,7 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// std::fs::remove_file(path).unwrap();
     /// ```
     pub fn wait(self) -> Result<T, JoinError> {
+        crate::pool::forbid_waits::check("`BlockingTask::wait`");
         if !self.completion.done.is_set() {
             crate::pool::wait::wait_working_for_own_pool(&self.completion.done);
         }

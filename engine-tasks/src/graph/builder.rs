@@ -226,15 +226,16 @@ macro_rules! common_methods {
         /// The condition gets the context of the node it is evaluated for:
         /// it may read [resources](NodeContext::res) that node declared.
         ///
-        /// A set's condition must not wait on the pool (a `join`, `scope`,
-        /// `parallel_for` or a task's `join`): the wait may run another
-        /// node of the set, which needs the answer being worked out. That
-        /// node then panics with a message that says so
-        /// ([`NodeOutcome::Panicked`](super::NodeOutcome::Panicked)), on the
-        /// thread that evaluates; a node that another thread ran inside such
-        /// a wait (a stolen half that waits in turn) would wait for it. If
-        /// a set's condition panics, every node of the set that asks for it
-        /// in the frame fails alike, and their dependents are skipped.
+        /// A set's condition runs inside [`forbid_waits`](crate::forbid_waits):
+        /// a wait on a pool there (a `join`, `scope`, `parallel_for`, a
+        /// task's `join`, a blocking task's `wait`, a frame) panics at its
+        /// start. Such a wait could run another node of the set, on this
+        /// thread or, through a stolen half, on another, and that node waits
+        /// for the answer being worked out. If a set's condition panics,
+        /// every node of the set that asks for it in the frame fails
+        /// ([`NodeOutcome::Panicked`](super::NodeOutcome::Panicked)), and
+        /// their dependents are skipped. A node's own condition runs as part
+        /// of the node, and may wait.
         pub fn run_if<F>(self, condition: F) -> Self
         where
             F: Fn(&NodeContext<'_, C>) -> bool + Send + Sync + 'static,

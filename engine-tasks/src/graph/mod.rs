@@ -274,7 +274,9 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
 
     /// Runs one frame on `pool` with `data`, which the nodes borrow for the
     /// frame, and returns when every node has finished (or been skipped).
-    /// The calling thread takes part (see the module docs).
+    /// The calling thread takes part (see the module docs), so this is a
+    /// wait on the pool: it panics inside
+    /// [`forbid_waits`](crate::forbid_waits).
     ///
     /// Allocates nothing once the first frame has run, unless a node
     /// panics: then the error lists the panicked and skipped nodes.
@@ -304,6 +306,7 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// assert_eq!(*frame.x.lock().unwrap(), 3.0);
     /// ```
     pub fn run(&mut self, pool: &PoolHandle, data: &C) -> Result<&FrameStats, FrameError> {
+        crate::pool::forbid_waits::check("`TaskGraph::run`");
         let resources = self.resources_of.map(|of| of(data));
         // The runtime hands the nodes where `data` is, as a thin pointer
         // whatever `C` (`context.rs`).

@@ -4,6 +4,7 @@
 use crate::lane::Lane;
 use crate::pool::builder::PoolBuilder;
 use crate::pool::cancel::CancellationToken;
+use crate::pool::forbid_waits;
 use crate::pool::join as fork_join;
 use crate::pool::registry::Shared;
 use crate::pool::scope::{self, Scope};
@@ -143,6 +144,10 @@ impl Deref for Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // The drop runs queued tasks on this thread (`drain`).
+            forbid_waits::check("dropping a `Pool`");
+        }
         let shared = &self.handle.shared;
         shared.shutdown_and_join();
         worker::drain(shared);
@@ -370,7 +375,7 @@ impl PoolHandle {
     /// in (its task's or node's lane; [`Lane::Normal`] on a thread outside
     /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
     /// be unrelated tasks: do not call it while holding a lock that other
-    /// tasks take.
+    /// tasks take. It panics inside [`forbid_waits`](crate::forbid_waits).
     ///
     /// ```
     /// use engine_tasks::Pool;
@@ -403,7 +408,7 @@ impl PoolHandle {
     /// in: its task's or node's lane; [`Lane::Normal`] on a thread outside
     /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
     /// be unrelated tasks: do not call it while holding a lock that other
-    /// tasks take.
+    /// tasks take. It panics inside [`forbid_waits`](crate::forbid_waits).
     ///
     /// ```
     /// use engine_tasks::Pool;
@@ -434,7 +439,7 @@ impl PoolHandle {
     /// in (its task's or node's lane; [`Lane::Normal`] on a thread outside
     /// the pool), with the exceptions [`JoinHandle::join`] lists. These may
     /// be unrelated tasks: do not call it while holding a lock that other
-    /// tasks take.
+    /// tasks take. It panics inside [`forbid_waits`](crate::forbid_waits).
     ///
     /// ```
     /// use engine_tasks::Pool;
@@ -460,7 +465,7 @@ impl PoolHandle {
     /// Calls `f(k, chunk)` in parallel for each `k`-th piece of `data` of
     /// `chunk_len` items (the last piece may be shorter), each a disjoint
     /// `&mut`, and returns when all are done: the mutable counterpart of
-    /// [`parallel_for`](Self::parallel_for).
+    /// [`parallel_for`](Self::parallel_for), and waits as it does.
     ///
     /// ```
     /// use engine_tasks::Pool;

@@ -9,6 +9,7 @@
 //! `b` may still be queued (`a`'s own panic is caught and re-raised later).
 
 use crate::lane::Lane;
+use crate::pool::forbid_waits;
 use crate::pool::registry::Shared;
 use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::sync::latch::Latch;
@@ -148,6 +149,7 @@ where
     RA: Send,
     RB: Send,
 {
+    forbid_waits::check("`join`");
     worker::with_slot(shared, move |local| match local {
         Some(local) => local.join(a, b),
         None => {
@@ -171,6 +173,8 @@ pub(crate) fn parallel_for_in<F>(shared: &Shared, range: Range<usize>, grain: us
 where
     F: Fn(usize) + Sync,
 {
+    // Here too, not only in `join_in`: a range run inline still refuses.
+    forbid_waits::check("`parallel_for`");
     let grain = grain.max(1);
     if range.len() <= grain {
         range.for_each(f);
@@ -198,6 +202,7 @@ pub(crate) fn parallel_chunks_in<T, F>(
     T: Send,
     F: Fn(usize, &mut [T]) + Sync,
 {
+    forbid_waits::check("`parallel_chunks_mut`");
     let chunk_len = chunk_len.max(1);
     let chunks = data.len().div_ceil(chunk_len);
     if chunks <= 1 {

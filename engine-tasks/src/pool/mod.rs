@@ -10,6 +10,7 @@
 mod builder;
 pub(crate) mod cancel;
 pub(crate) mod early_wake;
+pub(crate) mod forbid_waits;
 pub(crate) mod frame_gaps;
 mod handle;
 pub(crate) mod join;

@@ -6,6 +6,7 @@
 //! borrows.
 
 use crate::lane::Lane;
+use crate::pool::forbid_waits;
 use crate::pool::registry::Shared;
 use crate::pool::worker::{self, AbortOnUnwind};
 use crate::sync::latch::{Latch, Waiter};
@@ -237,6 +238,7 @@ pub(crate) fn scope_in<'env, F, R>(shared: &Shared, f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
 {
+    forbid_waits::check("`scope`");
     worker::with_slot(shared, |local| {
         let lane = local.map_or(Lane::Normal, |l| l.current_lane());
         let scope = Scope {

@@ -10,6 +10,7 @@
 use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::pool::cancel::CancellationToken;
+use crate::pool::forbid_waits;
 use crate::pool::registry::Shared;
 use crate::pool::worker;
 use crate::sync::latch::Latch;
@@ -232,7 +233,8 @@ impl<T> JoinHandle<T> {
     /// pool that are **at least as urgent** as this task's lane, most urgent
     /// first, and sleeps (no CPU) only when there are none. These may be
     /// unrelated tasks, so do not join while holding a lock that other tasks
-    /// take. A thread outside the pool joins as the pool's guest (one at a
+    /// take; inside [`forbid_waits`](crate::forbid_waits) it panics, even if
+    /// the task is done. A thread outside the pool joins as the pool's guest (one at a
     /// time); a second outside thread sleeps until the task is done, unless
     /// the pool has no threads or is shutting down, when it runs what it can.
     /// A thread of another pool (its worker, or its guest) instead runs its
@@ -241,6 +243,7 @@ impl<T> JoinHandle<T> {
     /// thread (none configured or started yet, every start failed, or shut
     /// down) a waiting thread runs tasks of every lane: nothing else would.
     pub fn join(self) -> Result<T, JoinError> {
+        forbid_waits::check("`JoinHandle::join`");
         let latch = self.cell.latch();
         if !latch.is_set() {
             let floor = self.cell.lane();

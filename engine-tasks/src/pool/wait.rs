@@ -7,7 +7,8 @@
 //! runs tasks **at least as urgent** as the one it waits for (waiting on a
 //! frame-critical task runs only frame-critical tasks), and the tasks it runs
 //! may be any task of those lanes in the pool, not only descendants of its
-//! target: do not wait while holding a lock that other tasks take. In a
+//! target: do not wait while holding a lock that other tasks take (code
+//! that must not wait runs inside `forbid_waits.rs`'s regions). In a
 //! pool with no worker (none configured, every start failed, or shut
 //! down) it runs every lane: nothing else would.
 //!

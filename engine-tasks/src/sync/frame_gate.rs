@@ -13,20 +13,17 @@
 //!   compare-exchange, evaluates, and stores `(epoch, answer)` with
 //!   Release. If the evaluation panics, it stores `PANICKED` before the
 //!   panic goes on: every later asker of the frame gets
-//!   [`NoAnswer::Panicked`] (its caller fails the way the evaluator did),
+//!   [`Panicked`] (its caller fails the way the evaluator did),
 //!   and no asker waits for ever on a panic.
 //! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
 //!   yielding) for the answer, which it reads with Acquire; one that finds
 //!   an answer of its epoch takes it.
-//! * A thread that finds `EVALUATING` while it is itself evaluating this
-//!   gate, further down its stack, asks from inside its own evaluation
-//!   (the evaluation waited on the pool, and the wait ran a task that asks
-//!   the same gate): waiting would never end, so it gets
-//!   [`NoAnswer::Reentered`] instead. Each thread keeps the gates it is
-//!   evaluating in a thread-local list that only it writes, so it never
-//!   mistakes another thread's evaluation for its own. The list holds
-//!   [`MAX_NESTED`] gates: an evaluation nested deeper is not recorded,
-//!   and a re-entrant ask of it waits as before.
+//!
+//! Such a wait ends only if the evaluation never waits for an asker, for
+//! instance by running an asker's work while it waits: the caller makes
+//! sure of it (the task graph forbids waits on the pool inside a set's
+//! conditions, and a refused wait panics, which the gate answers as
+//! `PANICKED`).
 //!
 //! Exactly one thread evaluates per frame: the compare-exchange from the
 //! old word succeeds once, and every later asker sees the epoch's word (or
@@ -57,47 +54,10 @@ fn word(epoch: u64, state: u64) -> u64 {
     epoch << 2 | state
 }
 
-/// Gates one thread evaluates at once, one inside another's wait (module
-/// docs): a set's condition inside a node run inside another set's
-/// condition's wait is one level; four is far beyond what a frame does.
-const MAX_NESTED: usize = 4;
-
-/// The addresses of the gates this thread is evaluating; 0 for a free
-/// place (module docs).
-type Evaluating = std::cell::Cell<[usize; MAX_NESTED]>;
-
-#[cfg(not(loom))]
-std::thread_local! {
-    static EVALUATING_HERE: Evaluating = const { std::cell::Cell::new([0; MAX_NESTED]) };
-}
-#[cfg(loom)]
-loom::thread_local! {
-    static EVALUATING_HERE: Evaluating = std::cell::Cell::new([0; MAX_NESTED]);
-}
-
-/// Replaces `old` with `new` in this thread's list (module docs); `false`
-/// if `old` is not in it.
-fn swap_evaluating(old: usize, new: usize) -> bool {
-    EVALUATING_HERE.with(|list| {
-        let mut gates = list.get();
-        let Some(place) = gates.iter().position(|&g| g == old) else {
-            return false;
-        };
-        gates[place] = new;
-        list.set(gates);
-        true
-    })
-}
-
-/// Why a gate gave no answer (module docs).
+/// The gate has no answer for the frame: its evaluation panicked (module
+/// docs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum NoAnswer {
-    /// The frame's evaluation panicked.
-    Panicked,
-    /// The caller's thread is evaluating the frame's answer, further down
-    /// its stack.
-    Reentered,
-}
+pub(crate) struct Panicked;
 
 /// Who may ask a gate during the caller's frame (module docs).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -134,7 +94,7 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> Result<bool, NoAnswer> {
+    ) -> Result<bool, Panicked> {
         match self.known(epoch) {
             Some(answer) => Ok(answer),
             None => self.answer_unknown(epoch, askers, evaluate),
@@ -149,7 +109,7 @@ impl FrameGate {
         epoch: u64,
         askers: Askers,
         evaluate: impl FnOnce() -> bool,
-    ) -> Result<bool, NoAnswer> {
+    ) -> Result<bool, Panicked> {
         match askers {
             Askers::Many => self.ask(epoch, evaluate),
             Askers::OnlyThis => {
@@ -157,7 +117,7 @@ impl FrameGate {
                 // thread's (a panicked evaluation of this frame) or older.
                 let word = self.state.load(Ordering::Relaxed);
                 if word == self::word(epoch, PANICKED) {
-                    return Err(NoAnswer::Panicked);
+                    return Err(Panicked);
                 }
                 debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
                 Ok(self.evaluate(epoch, evaluate))
@@ -189,13 +149,9 @@ impl FrameGate {
 
     /// `answer_unknown` with other askers: claims the evaluation, or waits
     /// for the thread that did.
-    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, NoAnswer> {
+    fn ask(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> Result<bool, Panicked> {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
-        // Whether this thread evaluates this gate itself: looked up once,
-        // at the first `EVALUATING` seen (the list cannot change while
-        // this thread waits).
-        let mut here = None;
         loop {
             // Acquire: pairs with the Release store of the answer, so the
             // evaluator's reads and writes happen before ours.
@@ -204,10 +160,7 @@ impl FrameGate {
                 match word & 3 {
                     NO => return Ok(false),
                     YES => return Ok(true),
-                    PANICKED => return Err(NoAnswer::Panicked),
-                    _ if *here.get_or_insert_with(|| self.evaluated_here()) => {
-                        return Err(NoAnswer::Reentered)
-                    }
+                    PANICKED => return Err(Panicked),
                     _ => {
                         // Another thread is evaluating: wait for its answer.
                         #[cfg(loom)]
@@ -244,23 +197,10 @@ impl FrameGate {
             gate: self,
             epoch,
             answer: PANICKED,
-            listed: swap_evaluating(0, self.address()),
         };
         let answer = evaluate();
         publish.answer = if answer { YES } else { NO };
         answer
-    }
-
-    fn address(&self) -> usize {
-        self as *const FrameGate as usize
-    }
-
-    /// Whether this thread is evaluating this gate, further down its stack
-    /// (module docs).
-    #[cold]
-    fn evaluated_here(&self) -> bool {
-        let me = self.address();
-        EVALUATING_HERE.with(|list| list.get().contains(&me))
     }
 }
 
@@ -270,8 +210,6 @@ struct Publish<'a> {
     gate: &'a FrameGate,
     epoch: u64,
     answer: u64,
-    /// Whether the gate went into this thread's list (module docs).
-    listed: bool,
 }
 
 impl Drop for Publish<'_> {
@@ -282,9 +220,6 @@ impl Drop for Publish<'_> {
         self.gate
             .state
             .store(word(self.epoch, self.answer), Ordering::Release);
-        if self.listed {
-            swap_evaluating(self.gate.address(), 0);
-        }
     }
 }
 
@@ -313,34 +248,11 @@ mod tests {
         let panicked = std::panic::catch_unwind(|| gate.answer(3, askers, || panic!("a bad one")));
         assert!(panicked.is_err());
         let answered = || unreachable!("frame 3 panicked");
-        assert_eq!(gate.answer(3, askers, answered), Err(NoAnswer::Panicked));
-        assert_eq!(
-            gate.answer(3, Askers::Many, answered),
-            Err(NoAnswer::Panicked)
-        );
+        assert_eq!(gate.answer(3, askers, answered), Err(Panicked));
+        assert_eq!(gate.answer(3, Askers::Many, answered), Err(Panicked));
         assert_eq!(gate.answer(4, askers, || true), Ok(true));
         // Relaxed: one thread.
         assert_eq!(evaluations.load(std::sync::atomic::Ordering::Relaxed), 1);
-    }
-
-    /// An evaluation that asks its own gate again, on its own thread, gets
-    /// `Reentered` rather than waiting for itself; its own answer is then
-    /// every later asker's.
-    #[test]
-    fn an_ask_from_inside_the_evaluation_is_refused() {
-        let gate = FrameGate::new();
-        let inner = gate.answer(1, Askers::Many, || {
-            assert_eq!(
-                gate.answer(1, Askers::Many, || unreachable!("being evaluated")),
-                Err(NoAnswer::Reentered)
-            );
-            true
-        });
-        assert_eq!(inner, Ok(true));
-        assert_eq!(
-            gate.answer(1, Askers::Many, || unreachable!("answered")),
-            Ok(true)
-        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ use bevy_ecs::system::{RunSystemError, System};
 use bevy_ecs::world::unsafe_world_cell::UnsafeWorldCell;
 use bevy_ecs::world::World;
 use engine_tasks::profile::zone;
-use engine_tasks::{Lane, PoolHandle, Scope};
+use engine_tasks::{forbid_waits, Lane, PoolHandle, Scope};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
@@ -527,6 +527,12 @@ impl<'a> Ctx<'a> {
 /// folds them with `and`; failures go to the error handler as bevy does, and
 /// a panic of the handler is kept in `panic` to be re-raised after the run.
 ///
+/// The caller holds the run's state lock, which every system takes as it
+/// ends: the conditions and the handler run inside `forbid_waits`, since a
+/// wait on the pool could run a system of this run on this thread, which
+/// would then block on that lock for ever. A refused wait panics, and the
+/// panic goes to the error handler like any condition's.
+///
 /// # Safety
 /// `world` must allow reading everything the conditions read.
 unsafe fn evaluate(
@@ -537,38 +543,44 @@ unsafe fn evaluate(
     on_set: bool,
     panic: &mut Option<Payload>,
 ) -> bool {
-    let mut all = true;
-    for cell in conditions {
-        let mut condition = cell.lock();
-        // SAFETY: upheld by the caller.
-        let result = catch_unwind(AssertUnwindSafe(|| unsafe {
-            condition.run_unsafe((), world)
-        }));
-        let context = || ErrorContext::RunCondition {
-            name: condition.name(),
-            last_run: condition.get_last_run(),
-            system: for_system.name(),
-            on_set,
-        };
-        let err = match result {
-            Ok(Ok(met)) => {
-                all &= met;
-                continue;
+    forbid_waits(UNDER_THE_LOCK, || {
+        let mut all = true;
+        for cell in conditions {
+            let mut condition = cell.lock();
+            // SAFETY: upheld by the caller.
+            let result = catch_unwind(AssertUnwindSafe(|| unsafe {
+                condition.run_unsafe((), world)
+            }));
+            let context = || ErrorContext::RunCondition {
+                name: condition.name(),
+                last_run: condition.get_last_run(),
+                system: for_system.name(),
+                on_set,
+            };
+            let err = match result {
+                Ok(Ok(met)) => {
+                    all &= met;
+                    continue;
+                }
+                Ok(Err(RunSystemError::Skipped(_))) => {
+                    all = false;
+                    continue;
+                }
+                Ok(Err(RunSystemError::Failed(err))) => err,
+                Err(payload) => BevyError::panic("Encountered panic", payload),
+            };
+            all = false;
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| error_handler(err, context()))) {
+                panic.get_or_insert(payload);
             }
-            Ok(Err(RunSystemError::Skipped(_))) => {
-                all = false;
-                continue;
-            }
-            Ok(Err(RunSystemError::Failed(err))) => err,
-            Err(payload) => BevyError::panic("Encountered panic", payload),
-        };
-        all = false;
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| error_handler(err, context()))) {
-            panic.get_or_insert(payload);
         }
-    }
-    all
+        all
+    })
 }
+
+/// What [`evaluate`] runs inside `forbid_waits`, for the panic's message.
+const UNDER_THE_LOCK: &str = "a run condition or its error handler, which the \
+                              engine-tasks executor runs under its run's lock";
 
 /// Hands a failure or panic of `system` to the error handler; returns the
 /// handler's own panic, if it panicked, to be re-raised after the run.

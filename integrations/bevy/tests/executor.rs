@@ -608,3 +608,69 @@ fn cheap_conflicting_systems_never_overlap() {
     assert_eq!(CHEAP_OVERLAPS.load(Ordering::SeqCst), 0);
     assert_eq!(world.resource::<Counts>().always, 900);
 }
+
+static WAITED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Records each error with the message of the panic it carries.
+fn record_waited(mut error: BevyError, ctx: ErrorContext) {
+    let payload = error.take_payload();
+    let message = payload.as_deref().and_then(engine_tasks::panic_message);
+    WAITED
+        .lock()
+        .unwrap()
+        .push(format!("{ctx}: {error}: {message:?}"));
+}
+
+/// A run condition that waits on the pool (on a system, or on a set) is
+/// refused at the wait's start: the wait could run a system of the same
+/// run on the thread that holds the run's lock, which every system takes
+/// as it ends. The refusal goes to the error handler, the conditioned
+/// systems are skipped, the others run, and a run whose conditions do not
+/// wait is normal.
+#[test]
+fn a_run_condition_that_waits_on_the_pool_is_refused_not_hung() {
+    #[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+    struct Waits;
+    fn waits_on_the_pool(s: Res<Shared>) -> bool {
+        if s.0 % 2 == 0 {
+            let (a, b) = pool().join(|| 1, || 2);
+            return a + b == 3;
+        }
+        true
+    }
+    #[derive(Resource, Default)]
+    struct Ran(Vec<&'static str>);
+    let mut world = World::new();
+    world.init_resource::<Shared>();
+    world.init_resource::<Ran>();
+    world.insert_resource(FallbackErrorHandler(record_waited));
+    let mut schedule = Schedule::default();
+    schedule.configure_sets(Waits.run_if(waits_on_the_pool));
+    schedule.add_systems((
+        (|mut r: ResMut<Ran>| r.0.push("own")).run_if(waits_on_the_pool),
+        (|mut r: ResMut<Ran>| r.0.push("in set")).in_set(Waits),
+        |mut r: ResMut<Ran>| r.0.push("free"),
+    ));
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    for run in 0..4 {
+        // The conditions wait on the pool in even runs.
+        world.resource_mut::<Shared>().0 = run;
+        schedule.run(&mut world);
+        let mut ran = std::mem::take(&mut world.resource_mut::<Ran>().0);
+        ran.sort_unstable();
+        let reported = std::mem::take(&mut *WAITED.lock().unwrap());
+        if run % 2 == 1 {
+            assert_eq!(ran, ["free", "in set", "own"], "run {run}");
+            assert!(reported.is_empty(), "run {run}: {reported:?}");
+            continue;
+        }
+        assert_eq!(ran, ["free"], "run {run}");
+        assert_eq!(reported.len(), 2, "run {run}: {reported:?}");
+        for report in &reported {
+            assert!(
+                report.contains("`join` was called inside a run condition"),
+                "run {run}: {report}"
+            );
+        }
+    }
+}

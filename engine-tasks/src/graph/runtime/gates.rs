@@ -18,7 +18,8 @@ use crate::graph::access::{AccessMode, Resources};
 use crate::graph::builder::{Condition, TaskGraphBuilder};
 use crate::graph::compile::{Compiled, Rows};
 use crate::graph::context::{BorrowLine, Context, TypedAccess, BORROWS_PER_LINE, INLINE_BORROWS};
-use crate::sync::frame_gate::{FrameGate, NoAnswer};
+use crate::pool::forbid_waits::forbid_waits;
+use crate::sync::frame_gate::{FrameGate, Panicked};
 use crate::sync::prefetch;
 use crossbeam_utils::CachePadded;
 
@@ -323,30 +324,31 @@ impl Gates {
     #[inline(never)]
     fn ask_set(&self, set: u32, cx: &Context<'_>, frame: &FrameView<'_>) -> bool {
         let answer = self.set_gates[set as usize].answer_unknown(frame.epoch, frame.askers, || {
-            let conditions = self.set_conditions.row(set as usize);
-            conditions
-                .iter()
-                .all(|&c| (self.conditions[c as usize])(cx))
+            // The set's other nodes wait for this answer: a wait on the
+            // pool here could run one of them, on this thread or another,
+            // and neither would ever finish (`pool/forbid_waits.rs`).
+            forbid_waits(SET_CONDITION, || {
+                let conditions = self.set_conditions.row(set as usize);
+                conditions
+                    .iter()
+                    .all(|&c| (self.conditions[c as usize])(cx))
+            })
         });
         match answer {
             Ok(answer) => answer,
             // Every node of the set fails as the one that evaluated it did:
             // none runs, and neither do any of their dependents.
-            Err(NoAnswer::Panicked) => panic!(
+            Err(Panicked) => panic!(
                 "a run condition of one of this node's sets panicked in this \
                  frame, in the node of the set that evaluated it"
-            ),
-            // This node ran inside the set's own evaluation, which cannot
-            // go on until the node returns: waiting would never end.
-            Err(NoAnswer::Reentered) => panic!(
-                "a run condition of one of this node's sets waited on the pool \
-                 (a join, scope, parallel_for or task's join), and the wait ran \
-                 this node before the condition had its answer: a set's run \
-                 condition must not wait on the pool"
             ),
         }
     }
 }
+
+/// What a set's run conditions are, for the panic of a wait inside them.
+const SET_CONDITION: &str = "a set's run condition (the set's nodes wait for its answer, \
+                             and a wait on the pool there could run one of them)";
 
 /// One node's rules for one run of it ([`Gates::rules_of`]).
 pub(super) struct NodeRules<'g> {
