@@ -360,7 +360,8 @@ impl Shared {
 
     /// The pool runs a frame loop and is between two frames. A thread that
     /// runs out of work now waits for the next frame as long as the frame
-    /// loop says (`linger_ticks`, zero for a paced loop) and then parks,
+    /// loop says (`linger_ticks_at`: zero for a paced loop, and soon after
+    /// the loop stops) and then parks,
     /// without the usual idle spin: the next work is most likely the next
     /// frame, and spinning in a gap of milliseconds would only burn CPU
     /// (the `frame_cpu` benchmark measures it).
@@ -377,9 +378,16 @@ impl Shared {
         store_if_moved(&self.linger_ticks, ticks);
     }
 
-    pub(crate) fn linger_ticks(&self) -> u64 {
+    /// How long a thread that runs out of work at `now`, between frames,
+    /// waits for the next frame: the frame loop's linger, but only until
+    /// twice the linger after the latest frame's end. A loop whose next
+    /// frame is later than that has paused or stopped (a loading screen),
+    /// and waiting for it from every idle moment would only burn CPU.
+    pub(crate) fn linger_ticks_at(&self, now: u64) -> u64 {
         // Relaxed: see `set_linger_ticks`.
-        self.linger_ticks.load(Ordering::Relaxed)
+        let linger = self.linger_ticks.load(Ordering::Relaxed);
+        let since_end = now.saturating_sub(self.frame_gaps.last_end());
+        linger.min(linger.saturating_mul(2).saturating_sub(since_end))
     }
 
     /// A running frame queues its nodes for any thread; until
@@ -679,5 +687,34 @@ pub(crate) fn wake_all_for_exit() {
         for slot in 0..pool.sleep.slots() {
             pool.sleep.unpark(slot);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::Pool;
+
+    /// Threads wait for the next frame for the loop's linger, but only
+    /// until twice the linger after the latest frame's end: once a loop
+    /// stops (a loading screen), a thread that runs out of work parks.
+    #[test]
+    fn lingering_ends_soon_after_the_latest_frame() {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let shared = pool.shared();
+        assert_eq!(shared.linger_ticks_at(5_000), 0, "no frame loop yet");
+        shared.set_linger_ticks(1_000);
+        shared.frame_began(4_000);
+        shared.frame_ended(10_000);
+        assert!(shared.between_frames());
+        assert_eq!(shared.linger_ticks_at(10_000), 1_000);
+        assert_eq!(shared.linger_ticks_at(11_500), 500);
+        assert_eq!(shared.linger_ticks_at(12_000), 0);
+        assert_eq!(shared.linger_ticks_at(1_000_000), 0, "the loop stopped");
+        // The loop goes on: the next frame's end counts.
+        shared.frame_began(1_000_000);
+        shared.frame_ended(1_000_100);
+        assert_eq!(shared.linger_ticks_at(1_000_100), 1_000);
+        shared.set_linger_ticks(0);
+        assert_eq!(shared.linger_ticks_at(1_000_100), 0, "a paced loop");
     }
 }

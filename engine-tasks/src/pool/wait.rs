@@ -69,8 +69,8 @@ impl Local<'_> {
     /// it waits for one (`join`, `scope`, the frame), for up to
     /// `Shared::in_frame_wait_ticks`. A free worker (`waiting` false) that
     /// runs out between two frames of a frame loop instead waits for the
-    /// next frame as long as the loop asked (`Shared::linger_ticks`, zero
-    /// for a paced loop), then parks. Outside frames a waiting thread keeps
+    /// next frame as long as the loop asked (`Shared::linger_ticks_at`,
+    /// zero for a paced loop and soon after a loop stops), then parks. Outside frames a waiting thread keeps
     /// the short spin: its target may finish on another thread any moment.
     /// A free worker that expects a paced loop's next frame parks with a
     /// timeout instead, until just before the frame, then looks for its
@@ -116,8 +116,9 @@ impl Local<'_> {
         }
         if !waiting && (ended_frame || self.shared.between_frames()) {
             // Between frames: wait for the next one only as long as the frame
-            // loop asked (registry.rs).
-            if let Some(idle) = poll(self.shared.linger_ticks(), &|| true, &mut Warming::none()) {
+            // loop asked, and not long after the last frame (registry.rs).
+            let linger = self.shared.linger_ticks_at(clock::ticks());
+            if let Some(idle) = poll(linger, &|| true, &mut Warming::none()) {
                 return idle;
             }
         } else {
