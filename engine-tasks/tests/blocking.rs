@@ -324,3 +324,68 @@ fn a_full_queue_refuses_with_the_closure_back() {
     // With room again, submissions are accepted.
     assert_eq!(pool.spawn(|| 5).unwrap().wait().unwrap(), 5);
 }
+
+/// A blocking task that waits for another task of its own pool, with every
+/// thread busy (here the only one, the waiter), runs it itself: before, it
+/// waited for it behind itself for ever. Mandatory or not, and twice
+/// nested.
+#[test]
+fn a_task_that_waits_for_another_of_its_pool_at_the_cap_runs_it() {
+    let pool = BlockingPool::builder().cap(1).build().unwrap();
+    let handle = pool.handle();
+    let outer = pool
+        .spawn(move || {
+            let inner_handle = handle.clone();
+            let inner = handle
+                .spawn(move || {
+                    let innermost = inner_handle.spawn_mandatory(|| 3).unwrap();
+                    innermost.wait().unwrap() + 2
+                })
+                .unwrap();
+            inner.wait().unwrap() * 10
+        })
+        .unwrap();
+    let (sent, received) = mpsc::channel();
+    thread::spawn(move || sent.send(outer.wait()).unwrap());
+    let result = received
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the nested waits hung");
+    assert_eq!(result.unwrap(), 50);
+    assert_eq!(pool.metrics().completed, 3);
+}
+
+/// Every call of `shutdown` from outside the pool waits until the mandatory
+/// tasks have run, also when it is not the first: here a task shuts the
+/// pool down first and runs a slow mandatory task in its call, and the
+/// owner's drop comes meanwhile. Before, that drop returned at once, and a
+/// process exiting then would lose the task.
+#[test]
+fn every_shutdown_waits_for_the_mandatory_tasks() {
+    let pool = BlockingPool::builder().cap(1).build().unwrap();
+    let handle = pool.handle();
+    let saved = Arc::new(AtomicBool::new(false));
+    let (started, shutting_down) = mpsc::channel();
+    let flag = saved.clone();
+    let first = pool
+        .spawn(move || {
+            let save = handle.spawn_mandatory(move || {
+                thread::sleep(Duration::from_millis(100));
+                flag.store(true, Ordering::SeqCst);
+            });
+            // Nobody waits for it: only shutdown does.
+            drop(save.unwrap());
+            started.send(()).unwrap();
+            handle.shutdown();
+        })
+        .unwrap();
+    shutting_down.recv().unwrap();
+    // Let the task's shutdown start the mandatory task, most runs; either
+    // order must end with it run.
+    thread::sleep(Duration::from_millis(20));
+    drop(pool);
+    assert!(
+        saved.load(Ordering::SeqCst),
+        "the drop returned before the save"
+    );
+    first.wait().unwrap();
+}

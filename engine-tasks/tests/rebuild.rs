@@ -395,3 +395,116 @@ fn a_closure_that_panics_as_it_is_replaced_leaves_the_builder_empty() {
     graph.run(&pool, &log).unwrap();
     assert_eq!(*log.lock().unwrap(), ["first", "first", "third", "third"]);
 }
+
+/// Fills `names` in a chain, each node logging `tag`; the first node's
+/// closure panics when dropped if `armed`; the last node runs only in
+/// fills not tagged "first" (a condition of the fill).
+fn chain_fill(
+    builder: &mut TaskGraphBuilder<Log>,
+    names: &[&'static str],
+    tag: &'static str,
+    armed: bool,
+) {
+    for (i, &name) in names.iter().enumerate() {
+        let guard = PanicsOnDrop(armed && i == 0);
+        let node = builder.node(name, Lane::FrameCritical, move |cx| {
+            let _ = &guard;
+            cx.data().lock().unwrap().push(tag)
+        });
+        let node = if i > 0 {
+            node.after([names[i - 1]])
+        } else {
+            node
+        };
+        if i == names.len() - 1 {
+            node.run_if(move |_| tag != "first");
+        }
+    }
+}
+
+/// Should a replaced closure's drop panic, the graph is already the new
+/// fill's, whole: every node runs the new fill's closure and conditions,
+/// once, in the next frame. Both ways a build goes into a graph: a build
+/// that repeats the last (the closures are swapped in place), and one that
+/// compiles (a new shape, which also plans anew).
+#[test]
+fn a_graph_whose_replaced_closure_panics_as_it_drops_is_the_new_fill_whole() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    for new_shape in [&["a", "b", "c"][..], &["a", "b", "c", "d"]] {
+        let mut builder = TaskGraph::<Log>::builder();
+        let mut graph = TaskGraph::<Log>::builder().build().unwrap();
+        let log = Log::default();
+        chain_fill(&mut builder, &["a", "b", "c"], "first", true);
+        builder.build_into(&mut graph).unwrap();
+        graph.run(&pool, &log).unwrap();
+        assert_eq!(*log.lock().unwrap(), ["first", "first"], "c is off");
+        log.lock().unwrap().clear();
+        chain_fill(&mut builder, new_shape, "second", false);
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            builder.build_into(&mut graph)
+        }));
+        assert!(built.is_err(), "the drop's panic reaches the caller");
+        assert_eq!(graph.len(), new_shape.len());
+        for _ in 0..3 {
+            graph.run(&pool, &log).unwrap();
+            let ran = std::mem::take(&mut *log.lock().unwrap());
+            assert_eq!(ran, vec!["second"; new_shape.len()], "{new_shape:?}");
+        }
+    }
+}
+
+/// `clear` leaves the builder empty even if a closure's drop panics: the
+/// next fill builds the graph it describes, nothing of the cleared fill
+/// (names, orderings, conditions) added to it.
+#[test]
+fn a_builder_cleared_while_a_closure_panics_as_it_drops_is_empty() {
+    let pool = Pool::builder().threads(0).build().unwrap();
+    let mut builder = TaskGraph::<Log>::builder();
+    chain_fill(&mut builder, &["a", "b", "c"], "first", true);
+    let cleared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.clear()));
+    assert!(cleared.is_err(), "the drop's panic reaches the caller");
+    chain_fill(&mut builder, &["x", "y"], "second", false);
+    let mut graph = builder.build().unwrap();
+    assert_eq!(graph.len(), 2);
+    let log = Log::default();
+    graph.run(&pool, &log).unwrap();
+    assert_eq!(*log.lock().unwrap(), ["second", "second"]);
+}
+
+/// A fill that declares no resource builds a graph that claims none, even
+/// if an earlier fill of the same builder declared some: run inside a node
+/// that holds the frame's resources, it runs.
+#[test]
+fn a_fill_without_resources_claims_none_after_one_with_them() {
+    use engine_tasks::graph::Resources;
+    struct Position;
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut builder = TaskGraph::<Resources>::builder();
+    let mut inner = TaskGraph::<Resources>::builder().build().unwrap();
+    builder
+        .node("move", Lane::FrameCritical, |cx| {
+            drop(cx.res_mut::<Position>())
+        })
+        .writes::<Position>();
+    builder.build_into(&mut inner).unwrap();
+    builder.node("count", Lane::FrameCritical, |_| ());
+    builder.build_into(&mut inner).unwrap();
+    let inner = std::sync::Arc::new(Mutex::new(inner));
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut outer = TaskGraph::<Resources>::builder();
+    let (handle, inner_of_node, ran_of_node) = (pool.handle(), inner.clone(), ran.clone());
+    outer
+        .node("outer", Lane::FrameCritical, move |cx| {
+            let mut inner = inner_of_node.lock().unwrap();
+            inner
+                .run(&handle, cx.data())
+                .expect("the inner graph claims nothing");
+            ran_of_node.store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+        .writes::<Position>();
+    let mut outer = outer.build().unwrap();
+    let mut resources = Resources::new();
+    resources.insert(Position);
+    outer.run(&pool, &resources).unwrap();
+    assert!(ran.load(std::sync::atomic::Ordering::Relaxed));
+}

@@ -151,6 +151,10 @@ impl BlockingPoolBuilder {
     }
 
     /// Starts threads with `spawn` instead of `std::thread::Builder`.
+    ///
+    /// `spawn` runs under the pool's lock, inside the call that submits a
+    /// task: it must not submit to this pool (that would deadlock), and
+    /// while it runs, other submitters and the pool's threads wait.
     pub fn spawn_with<F>(mut self, spawn: F) -> Self
     where
         F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>
@@ -175,6 +179,7 @@ impl BlockingPoolBuilder {
                 inner: Arc::new(Inner {
                     state: Mutex::new(State::default()),
                     work: Condvar::new(),
+                    exited: Condvar::new(),
                     cap: self.cap,
                     max_queued: self.max_queued,
                     keep_alive: self.keep_alive,
@@ -277,9 +282,6 @@ pub struct BlockingMetrics {
 
 #[derive(Default)]
 struct Metrics {
-    threads: AtomicUsize,
-    idle: AtomicUsize,
-    queued: AtomicUsize,
     completed: AtomicU64,
     peak: AtomicUsize,
     spawn_failures: AtomicU64,
@@ -293,6 +295,9 @@ type JobFn = dyn FnOnce(Option<&Metrics>) + Send;
 struct Job {
     run: Box<JobFn>,
     mandatory: bool,
+    /// Where the task's completion is: the key a waiter finds it by
+    /// ([`Inner::run_if_queued_here`]).
+    key: usize,
 }
 
 #[derive(Default)]
@@ -307,9 +312,12 @@ struct State {
     last_exited: Option<JoinHandle<()>>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     state: Mutex<State>,
     work: Condvar,
+    /// Signalled when a thread leaves the pool after shutdown: callers of
+    /// `shutdown` wait on it for the last thread.
+    exited: Condvar,
     cap: usize,
     max_queued: usize,
     keep_alive: Duration,
@@ -434,15 +442,18 @@ impl BlockingPoolHandle {
     /// assert!(metrics.peak_threads >= 1 && metrics.peak_threads <= 2);
     /// ```
     pub fn metrics(&self) -> BlockingMetrics {
+        // Under the lock: one snapshot of the counts it guards (never more
+        // idle threads than threads).
+        let (threads, idle_threads, queued) = {
+            let state = self.inner.lock();
+            (state.threads, state.wakeups.idle, state.queue.len())
+        };
         let m = &self.inner.metrics;
-        // Acquire, first: pairs with the Release store in `sync_counts`,
-        // so the counts below are at least as new as the thread count. The
-        // rest Relaxed: statistics, each written under the state lock.
-        let threads = m.threads.load(Ordering::Acquire);
+        // Relaxed, the rest: statistics.
         BlockingMetrics {
             threads,
-            idle_threads: m.idle.load(Ordering::Relaxed),
-            queued: m.queued.load(Ordering::Relaxed),
+            idle_threads,
+            queued,
             completed: m.completed.load(Ordering::Relaxed),
             peak_threads: m.peak.load(Ordering::Relaxed),
             spawn_failures: m.spawn_failures.load(Ordering::Relaxed),
@@ -457,9 +468,12 @@ impl BlockingPoolHandle {
     }
 
     /// Shuts the pool down: later submissions fail, queued tasks are
-    /// dropped except mandatory ones, which run, and every thread is
-    /// joined before this returns. A second call made while the
-    /// first is still joining returns at once; only the first waits.
+    /// dropped except mandatory ones, which run, and every thread has left
+    /// the pool before this returns, every mandatory task run: also for a
+    /// second call made while the first is still under way. A call from
+    /// one of the pool's own tasks does not wait for the other threads
+    /// (one may be waiting for the calling task); the mandatory tasks
+    /// still run, on them or here.
     pub fn shutdown(&self) {
         if !std::thread::panicking() {
             // It joins the blocking threads, whose jobs may wait on a pool.
@@ -505,6 +519,15 @@ impl BlockingPoolHandle {
                 None => break,
             }
         }
+        if !inner.on_pool_thread() {
+            // Another call may have taken the threads' handles, and a thread
+            // may still run mandatory tasks (the first call came from a
+            // task, say): wait until the last thread has left.
+            let mut state = inner.lock();
+            while state.threads > 0 {
+                state = inner.exited.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+        }
     }
 
     fn submit<F, T>(&self, f: F, mandatory: bool) -> Result<BlockingTask<T>, BlockingError<F>>
@@ -532,6 +555,7 @@ impl BlockingPoolHandle {
             return Err(BlockingError::NoThread(f));
         }
         let completion = Arc::new(Completion::new());
+        let key = Arc::as_ptr(&completion) as *const () as usize;
         let done = completion.clone();
         let run = move |run: Option<&Metrics>| {
             if let Some(metrics) = run {
@@ -560,9 +584,10 @@ impl BlockingPoolHandle {
         state.queue.push_back(Job {
             run: Box::new(run),
             mandatory,
+            key,
         });
         inner.sync_counts(&state);
-        Ok(BlockingTask::new(completion))
+        Ok(BlockingTask::new(completion, Arc::downgrade(inner)))
     }
 }
 
@@ -573,23 +598,38 @@ impl Inner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Publishes the counts kept in `state` to the lock-free metrics.
+    /// Records what changed in `state`'s counts: the peak thread count and
+    /// the profiler's plot. (`metrics` reads the rest under the lock.)
     fn sync_counts(&self, state: &State) {
-        let m = &self.metrics;
-        // Relaxed: statistics; the lock orders the writers.
-        m.idle.store(state.wakeups.idle, Ordering::Relaxed);
-        m.queued.store(state.queue.len(), Ordering::Relaxed);
-        m.peak.fetch_max(state.threads, Ordering::Relaxed);
-        // Release, last: pairs with the Acquire load in `metrics`, so a
-        // reader that sees this thread count sees the counts stored with
-        // it or later ones (Miri showed a reader seeing no threads but
-        // one idle, with Relaxed stores).
-        m.threads.store(state.threads, Ordering::Release);
+        // Relaxed: a statistic; the lock orders the writers.
+        self.metrics
+            .peak
+            .fetch_max(state.threads, Ordering::Relaxed);
         instrument::blocking_threads(state.threads);
     }
 
     fn on_pool_thread(&self) -> bool {
         CURRENT_POOL.with(|p| p.get() == self as *const Inner as usize)
+    }
+
+    /// On a thread of this pool, runs the task whose completion is at `key`
+    /// here if it is still queued. For a task that waits for another of
+    /// the same pool: with every thread busy (the waiter among them) the
+    /// other would wait behind the waiter for ever.
+    pub(super) fn run_if_queued_here(&self, key: usize) {
+        if !self.on_pool_thread() {
+            return;
+        }
+        let job = {
+            let mut state = self.lock();
+            let place = state.queue.iter().position(|job| job.key == key);
+            let job = place.and_then(|place| state.queue.remove(place));
+            self.sync_counts(&state);
+            job
+        };
+        if let Some(job) = job {
+            self.run_job(job);
+        }
     }
 
     /// Starts one thread (under the lock). Returns `false` if it failed.
@@ -652,6 +692,8 @@ impl Inner {
         }
         state.threads -= 1;
         self.sync_counts(&state);
+        drop(state);
+        self.exited.notify_all();
     }
 
     /// Waits up to the keep-alive for a notification. Returns the lock to
@@ -674,6 +716,8 @@ impl Inner {
                 state.wakeups.stop_waiting();
                 state.threads -= 1;
                 self.sync_counts(&state);
+                // A shutdown may wait for this thread (`shutdown`).
+                self.exited.notify_all();
                 let me = thread::current().id();
                 let previous = match state.handles.remove(&me) {
                     Some(own) => state.last_exited.replace(own),

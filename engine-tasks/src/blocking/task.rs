@@ -11,13 +11,14 @@
 //! result; `then` on a task already done runs it at once too. So a result
 //! is delivered exactly once, to whichever of the two came second.
 
+use crate::blocking::pool::Inner;
 use crate::lane::Lane;
 use crate::pool::spawn::JoinError;
 use crate::pool::PoolHandle;
 use crate::sync::latch::Latch;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 type Continuation<T> = Box<dyn FnOnce(Result<T, JoinError>) + Send>;
 
@@ -85,12 +86,16 @@ impl<T> Completion<T> {
 #[must_use = "dropping a BlockingTask detaches it; wait() for it or chain it with then()"]
 pub struct BlockingTask<T> {
     completion: Arc<Completion<T>>,
+    /// The pool the task was queued on, for a waiter that is one of its
+    /// threads (`wait`).
+    pool: Weak<Inner>,
 }
 
 impl<T> BlockingTask<T> {
-    /// The handle of the task that completes `completion`.
-    pub(super) fn new(completion: Arc<Completion<T>>) -> Self {
-        BlockingTask { completion }
+    /// The handle of the task that completes `completion`, queued on
+    /// `pool`.
+    pub(super) fn new(completion: Arc<Completion<T>>, pool: Weak<Inner>) -> Self {
+        BlockingTask { completion, pool }
     }
 }
 
@@ -107,8 +112,11 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// worker, or a thread waiting there as its guest) the wait runs that
     /// pool's tasks meanwhile, of every lane, since the blocking task may
     /// wait on one of them; do not wait while holding a lock that such
-    /// tasks take. On any other thread it sleeps and runs nothing. It panics
-    /// inside [`forbid_waits`](crate::forbid_waits), on any thread.
+    /// tasks take. On a thread of the task's own blocking pool (one task
+    /// waiting for another), the task runs right here if no thread has
+    /// taken it yet: every thread may be as busy as the waiting one. On
+    /// any other thread it sleeps and runs nothing. It panics inside
+    /// [`forbid_waits`](crate::forbid_waits), on any thread.
     ///
     /// ```
     /// use engine_tasks::BlockingPool;
@@ -126,6 +134,14 @@ impl<T: Send + 'static> BlockingTask<T> {
     /// ```
     pub fn wait(self) -> Result<T, JoinError> {
         crate::pool::forbid_waits::check("`BlockingTask::wait`");
+        if !self.completion.done.is_set() {
+            // A task of the same pool that waits for this one, still
+            // queued, runs it itself: every thread may be as busy as it.
+            if let Some(pool) = self.pool.upgrade() {
+                let key = Arc::as_ptr(&self.completion) as *const () as usize;
+                pool.run_if_queued_here(key);
+            }
+        }
         if !self.completion.done.is_set() {
             crate::pool::wait::wait_working_for_own_pool(&self.completion.done);
         }

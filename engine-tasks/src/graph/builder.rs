@@ -79,7 +79,7 @@ pub enum Ambiguities {
     /// Order each pair: the node added to the builder first runs first,
     /// unless the orders derived for other pairs already ordered the two
     /// the other way. The pairs are listed by [`TaskGraph::ambiguities`],
-    /// in the order they run.
+    /// each pair's two nodes in the order they run.
     #[default]
     OrderByDeclaration,
     /// Refuse to build: [`GraphError::Ambiguous`] lists the pairs.
@@ -162,8 +162,9 @@ pub struct SetBuilder<'b, C: ?Sized> {
 }
 
 impl<C: ?Sized> NodeBuilder<'_, C> {
-    /// The node runs after each named node has finished (and after
-    /// everything those started with `parallel_for` or `scope`).
+    /// The node runs after each named node or set has finished (and after
+    /// everything those started with `parallel_for` or `scope`); a set
+    /// has finished when every node in it has.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool, TaskGraph};
@@ -650,13 +651,21 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// nothing.
     pub fn clear(&mut self) {
         self.sets.clear();
-        for node in self.nodes.drain(..) {
+        self.resources_of = None;
+        self.replay.restart(&mut self.inputs);
+        // The closures last, taken out of the builder first: their drops
+        // are user code, which may panic, and the builder is empty all the
+        // same (it only loses the two lists' memory then).
+        let mut nodes = std::mem::take(&mut self.nodes);
+        let mut conditions = std::mem::take(&mut self.conditions);
+        for node in nodes.drain(..) {
             self.memory.keep(node.body);
         }
-        for condition in self.conditions.drain(..) {
+        for condition in conditions.drain(..) {
             self.condition_memory.keep(condition);
         }
-        self.replay.restart(&mut self.inputs);
+        self.nodes = nodes;
+        self.conditions = conditions;
     }
 
     /// Validates and compiles into `self.compiled` (the nodes stay here).

@@ -134,13 +134,16 @@ impl NameIndex {
                     .map(|(i, n)| (name_hash(n), Target::Set(i as u32))),
             );
         self.entries.extend(all);
-        self.entries.sort_unstable_by_key(|&(hash, _)| hash);
         let name = |t: Target| -> &str {
             match t {
                 Target::Node(i) => &nodes[i as usize],
                 Target::Set(i) => &sets[i as usize],
             }
         };
+        // By name too, among equal hashes: a name used twice then sits
+        // beside itself even when another name's hash collides with it.
+        self.entries
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| name(a.1).cmp(name(b.1))));
         for pair in self.entries.windows(2) {
             if pair[0].0 == pair[1].0 && name(pair[0].1) == name(pair[1].1) {
                 return Err(GraphError::DuplicateNode(name(pair[0].1).to_owned()));

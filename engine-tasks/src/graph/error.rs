@@ -42,7 +42,7 @@ pub enum GraphError {
 impl fmt::Display for GraphError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GraphError::DuplicateNode(name) => write!(f, "two nodes are named {name:?}"),
+            GraphError::DuplicateNode(name) => write!(f, "two nodes or sets are named {name:?}"),
             GraphError::UnknownDependency { node, dependency } => {
                 write!(
                     f,

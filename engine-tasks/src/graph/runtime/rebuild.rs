@@ -98,10 +98,12 @@ impl Runtime {
         self.set_on.resize(self.set_names.len(), true);
         self.built = Some(id);
         self.declares_resources = builder.resources_of.is_some();
-        self.retire_into(builder);
         self.reprioritize();
         self.replan_if_stale();
         self.refresh_warm_spans();
+        // Last: the replaced closures' drops are user code, which may
+        // panic; the graph is whole by then.
+        self.retire_into(builder);
     }
 
     /// The build this graph was last built by (`shape.rs`).
@@ -116,29 +118,38 @@ impl Runtime {
     pub(in crate::graph) fn refill<C: ?Sized + Sync>(&mut self, builder: &mut TaskGraphBuilder<C>) {
         // SAFETY: as in `shared_mut`; borrowed alongside the toggles.
         let shared = unsafe { &mut *self.shared.as_ptr() };
-        // The old closures go straight to the builder's memory, in node
-        // order, for the next fill's closures in the same order: should
-        // one's drop panic, every node still has a body of this shape.
-        let (memory, specs) = (&mut builder.memory, &mut builder.nodes);
-        memory.settle();
+        // The new closures are swapped in first, the old ones taking their
+        // places in the builder; only then are the old ones dropped (user
+        // code, which may panic): the graph is the new fill's whole by then.
         let closures = shared.closures.iter_mut();
-        for ((node, spec), closure) in shared.nodes.iter_mut().zip(specs.drain(..)).zip(closures) {
-            *closure = closure_address(&spec.body);
-            memory.keep_in_turn(std::mem::replace(node.body.get_mut(), spec.body));
+        let nodes = shared.nodes.iter_mut().zip(builder.nodes.iter_mut());
+        for ((node, spec), closure) in nodes.zip(closures) {
+            std::mem::swap(node.body.get_mut(), &mut spec.body);
+            *closure = closure_address(node.body.get_mut());
         }
         // No panic to forget: a frame with a panic takes every payload as
         // it ends (`Runtime::frame_error`).
-        let memory = &mut builder.condition_memory;
-        memory.settle();
-        let new = builder.conditions.drain(..);
-        for (slot, condition) in shared.gates.conditions.iter_mut().zip(new) {
-            memory.keep_in_turn(std::mem::replace(slot, condition));
+        let conditions = shared.gates.conditions.iter_mut();
+        for (slot, condition) in conditions.zip(builder.conditions.iter_mut()) {
+            std::mem::swap(slot, condition);
         }
         shared.gates.conditions_changed();
         if self.node_on.contains(&false) || self.set_on.contains(&false) {
             self.node_on.fill(true);
             self.set_on.fill(true);
             self.update_disabled();
+        }
+        // The old closures go to the builder's memory, in node order, for
+        // the next fill's closures in the same order.
+        let memory = &mut builder.memory;
+        memory.settle();
+        for spec in builder.nodes.drain(..) {
+            memory.keep_in_turn(spec.body);
+        }
+        let memory = &mut builder.condition_memory;
+        memory.settle();
+        for condition in builder.conditions.drain(..) {
+            memory.keep_in_turn(condition);
         }
         builder.clear();
     }
