@@ -114,8 +114,11 @@ mod membarrier {
             let wanted = std::env::var_os("ENGINE_TASKS_FENCES")
                 .is_none_or(|v| v.to_str() != Some("symmetric"));
             // Relaxed: `Once` orders this store before every caller's return
-            // from `init`, and every deque, the only fence user, calls `init`
-            // when it is created.
+            // from `init`. Every pool calls `init` as it is created, before
+            // any of its queues, deques and planned frames' marks (the fence
+            // users: `deque.rs`, `node_marks.rs`) exist, and each deque calls
+            // it too; both sides of every fence pair reach that state
+            // through the pool.
             ENABLED.store(wanted && register(), Ordering::Relaxed);
         });
     }

@@ -168,10 +168,12 @@ impl Latch {
         // below; the reference is to the atomic alone, last used before it.
         let pending = unsafe { &(*this).pending };
         // Holding all `n` outstanding counts means no one else can count
-        // down, and only a holder of a count may add one. Then skip the
-        // decrement (the common case: spawned tasks and join halves have a
-        // count of 1). Acquire: pairs with the AcqRel decrements of earlier
-        // holders.
+        // down, and every increment happens before any count-down that
+        // could see `pending == n` (a holder adds one, or a frame adds
+        // counts for pinned nodes and helpers before handing them over,
+        // while its sinks' count is held). Then skip the decrement (the
+        // common case: spawned tasks and join halves have a count of 1).
+        // Acquire: pairs with the AcqRel decrements of earlier holders.
         if pending.load(Ordering::Acquire) == n {
             // SAFETY: as above; the counts are still held.
             unsafe { Self::set(this) };

@@ -3,7 +3,8 @@
 //! Nothing here knows about pools, graphs or frames. Each module opens with
 //! its algorithm and states; each lock-free structure and wake-up protocol
 //! carries its loom models (`loom_models`, run with `RUSTFLAGS="--cfg
-//! loom"`; `fence.rs` is checked through the deque's). The atomics come
+//! loom"`; `fence.rs` is checked through the models of the deque and the
+//! node marks, its users). The atomics come
 //! from `crate::loom`,
 //! which swaps in loom's under that flag.
 //!

@@ -10,9 +10,11 @@
 //! by a wake-up (`idle.rs`), and whoever holds the lock leaves nothing behind
 //! without notifying.
 //!
-//! Two queues of this kind exist per lane: each worker's **overflow queue**
-//! (the owner migrates half its ring there when the ring is full) and the
-//! global **injector** (tasks submitted from threads outside the pool).
+//! Queues of this kind: per lane, each worker's **overflow queue** (the
+//! owner migrates half its ring there when the ring is full) and the
+//! global **injector** (tasks submitted from threads outside the pool);
+//! a scope's **inbox** (tasks for the thread that opened it), and a graph
+//! frame's inboxes of pinned nodes.
 //!
 //! # States
 //!
@@ -27,8 +29,12 @@
 //!   subtract what they unlinked when they unlock, so it never under-counts;
 //!   it is the cheap emptiness check callers use before taking the lock.
 //!
-//! The queue must not move once used: it lives inside the pool's shared,
-//! reference-counted state.
+//! The queue must not move after its first push or pop: once the consumer
+//! re-links the stub, `tail` points into the queue itself. Each queue lives
+//! where nothing moves it: in the pool's shared, reference-counted state,
+//! on the stack frame of the `scope` call it belongs to (borrowed, never
+//! moved, until the scope's tasks have all run), or in a graph's memory,
+//! which is boxed.
 
 use crate::loom::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::task::{Header, TaskRef};
@@ -119,7 +125,10 @@ impl TaskQueue {
     /// Number of queued tasks (never less than the true number).
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        // Acquire: pairs with the Release add in `push_list`; a hint.
+        // Acquire: pairs with the Release add in `push_list`. A hint only:
+        // the add comes before the link, so this orders nothing a consumer
+        // needs; the nodes are published by the `tail` swap and the `next`
+        // store (`link`).
         self.len.load(Ordering::Acquire)
     }
 
@@ -140,8 +149,8 @@ impl TaskQueue {
         if list.len == 0 {
             return;
         }
-        // Release: a consumer that sees the count goes on to look for the
-        // nodes, which the swap below publishes.
+        // Release: pairs with the Acquire load in `len`, a hint (see there);
+        // the nodes are published by the swap and store in `link`.
         self.len.fetch_add(list.len, Ordering::Release);
         self.link(list.first, list.last);
     }

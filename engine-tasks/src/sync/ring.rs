@@ -126,8 +126,10 @@ impl Ring {
     /// claimant of the task in `index`.
     #[inline(always)]
     unsafe fn take_slot(&self, index: u16) -> TaskRef {
-        // Relaxed: the claiming CAS (Acquire) ordered us after the push that
-        // wrote the slot (Release).
+        // Relaxed: every caller reads a slot its own thread wrote (the owner
+        // in `pop`, `pop_newest` and `drain_half`; a thief its own
+        // destination slot after copying), so program order (or the slot
+        // owner's hand-over) orders the write before this read.
         let task = self.slot(index).load(Ordering::Relaxed);
         let task = NonNull::new(task).expect("claimed ring slot was empty");
         // SAFETY: forwarded from the caller.
@@ -448,6 +450,48 @@ mod loom_models {
                 }
             }
             stealer.join().unwrap();
+            while let Some(task) = owner.pop() {
+                tracker.take(task);
+            }
+            tracker.assert_all_once();
+        });
+    }
+
+    /// A thief steals into its own ring while another thief steals from
+    /// that ring: the second may see the tasks the first moves in or not
+    /// (they are published by the first's tail store), and every task is
+    /// taken once.
+    #[test]
+    fn steal_into_a_ring_being_stolen_from() {
+        loom::model(|| {
+            let victim = Arc::new(Ring::new());
+            let middle = Arc::new(Ring::new());
+            let tasks = Tasks::new(3);
+            let tracker = Tracker::new(3);
+            let mut refs = tasks.refs();
+            // SAFETY: the main thread is the victim's only owner.
+            let owner = unsafe { victim.owner() };
+            for task in refs.by_ref().take(2) {
+                assert!(owner.push(task).is_ok());
+            }
+            let own = refs.next().unwrap();
+            let thief = {
+                let (victim, middle, tracker) = (victim.clone(), middle.clone(), tracker.clone());
+                thread::spawn(move || {
+                    // SAFETY: this thread is the middle ring's only owner.
+                    let middle_owner = unsafe { middle.owner() };
+                    assert!(middle_owner.push(own).is_ok());
+                    if let Some((task, _)) = victim.steal_into(&middle_owner) {
+                        tracker.take(task);
+                    }
+                    while let Some(task) = middle_owner.pop() {
+                        tracker.take(task);
+                    }
+                })
+            };
+            let second = stealer(&middle, &tracker);
+            thief.join().unwrap();
+            second.join().unwrap();
             while let Some(task) = owner.pop() {
                 tracker.take(task);
             }
