@@ -389,3 +389,44 @@ fn every_shutdown_waits_for_the_mandatory_tasks() {
     );
     first.wait().unwrap();
 }
+
+/// `max_queued` bounds the tasks waiting for a thread also below the cap
+/// when no more threads can start (each submission still tries to start
+/// one): before, every task was queued.
+#[test]
+fn max_queued_holds_when_threads_cannot_start() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let pool = BlockingPool::builder()
+        .cap(4)
+        .max_queued(1)
+        .spawn_with(move |spec, main| {
+            if s.fetch_add(1, Ordering::SeqCst) == 0 {
+                thread::Builder::new().name(spec.name).spawn(main)
+            } else {
+                Err(std::io::Error::other("no more threads"))
+            }
+        })
+        .build()
+        .unwrap();
+    let (running, first_runs) = mpsc::channel();
+    let (release, hold) = mpsc::channel::<()>();
+    let first = pool
+        .spawn(move || {
+            running.send(()).unwrap();
+            hold.recv().unwrap();
+            1
+        })
+        .unwrap();
+    first_runs.recv().unwrap();
+    let second = pool.spawn(|| 2).unwrap();
+    match pool.spawn(|| 3) {
+        Err(BlockingError::Full(closure)) => assert_eq!(closure(), 3),
+        other => panic!("expected Full, got {other:?}"),
+    }
+    assert!(matches!(pool.spawn(|| 4), Err(BlockingError::Full(_))));
+    assert_eq!(pool.metrics().queued, 1);
+    release.send(()).unwrap();
+    assert_eq!(first.wait().unwrap() + second.wait().unwrap(), 3);
+    assert_eq!(pool.spawn(|| 5).unwrap().wait().unwrap(), 5);
+}

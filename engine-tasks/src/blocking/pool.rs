@@ -102,9 +102,10 @@ impl BlockingPoolBuilder {
     }
 
     /// Most tasks waiting for a thread (default: unbounded). A task that an
-    /// idle thread will take does not count. With `cap` threads running,
-    /// none idle, and this many tasks waiting, submissions fail with
-    /// [`BlockingError::Full`] instead of growing the queue.
+    /// idle thread will take does not count. With `cap` threads running
+    /// (or fewer, when no more could start), none idle, and this many tasks
+    /// waiting, submissions fail with [`BlockingError::Full`] instead of
+    /// growing the queue.
     ///
     /// ```
     /// use engine_tasks::{BlockingError, BlockingPool};
@@ -542,17 +543,22 @@ impl BlockingPoolHandle {
         }
         // Only tasks that no thread will take count against `max_queued`:
         // an idle thread refuses nothing.
-        if state.threads >= inner.cap
-            && state.wakeups.unclaimed_tasks(state.queue.len()) >= inner.max_queued
-            && !state.wakeups.has_unclaimed_thread()
-        {
+        let full = state.wakeups.unclaimed_tasks(state.queue.len()) >= inner.max_queued
+            && !state.wakeups.has_unclaimed_thread();
+        if full && state.threads >= inner.cap {
             return Err(BlockingError::Full(f));
         }
         if state.wakeups.submitted() == OnSubmit::Signal {
             inner.work.notify_one();
-        } else if state.threads < inner.cap && !inner.start_thread(&mut state) && state.threads == 0
-        {
-            return Err(BlockingError::NoThread(f));
+        } else if state.threads < inner.cap && !inner.start_thread(&mut state) {
+            // No thread could start for it: the threads there are take it
+            // in turn, within `max_queued` as at the cap.
+            if state.threads == 0 {
+                return Err(BlockingError::NoThread(f));
+            }
+            if full {
+                return Err(BlockingError::Full(f));
+            }
         }
         let completion = Arc::new(Completion::new());
         let key = Arc::as_ptr(&completion) as *const () as usize;
