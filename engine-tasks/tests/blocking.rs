@@ -369,19 +369,17 @@ fn every_shutdown_waits_for_the_mandatory_tasks() {
     let first = pool
         .spawn(move || {
             let save = handle.spawn_mandatory(move || {
+                // Running, inside the task's shutdown: the drop comes now.
+                started.send(()).unwrap();
                 thread::sleep(Duration::from_millis(100));
                 flag.store(true, Ordering::SeqCst);
             });
             // Nobody waits for it: only shutdown does.
             drop(save.unwrap());
-            started.send(()).unwrap();
             handle.shutdown();
         })
         .unwrap();
     shutting_down.recv().unwrap();
-    // Let the task's shutdown start the mandatory task, most runs; either
-    // order must end with it run.
-    thread::sleep(Duration::from_millis(20));
     drop(pool);
     assert!(
         saved.load(Ordering::SeqCst),
@@ -429,4 +427,40 @@ fn max_queued_holds_when_threads_cannot_start() {
     release.send(()).unwrap();
     assert_eq!(first.wait().unwrap() + second.wait().unwrap(), 3);
     assert_eq!(pool.spawn(|| 5).unwrap().wait().unwrap(), 5);
+}
+
+/// A task that shuts its own pool down joins no other thread: one may be
+/// waiting for that task (before, it joined it, and both waited for ever).
+/// The owner's drop later joins them.
+#[test]
+fn shutdown_from_a_task_does_not_join_a_thread_that_waits_for_it() {
+    let (finished, all_done) = mpsc::channel();
+    thread::spawn(move || {
+        let pool = BlockingPool::builder().cap(2).build().unwrap();
+        let handle = pool.handle();
+        let (shut, was_shut) = mpsc::channel::<()>();
+        let (waiting, is_waiting) = mpsc::channel::<()>();
+        let waiter = pool
+            .spawn(move || {
+                waiting.send(()).unwrap();
+                was_shut.recv().unwrap();
+                2
+            })
+            .unwrap();
+        is_waiting.recv().unwrap();
+        let shutter = pool
+            .spawn(move || {
+                handle.shutdown();
+                shut.send(()).unwrap();
+                1
+            })
+            .unwrap();
+        let sum = shutter.wait().unwrap() + waiter.wait().unwrap();
+        drop(pool);
+        finished.send(sum).unwrap();
+    });
+    let sum = all_done
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the shutdown waited for the task waiting for it");
+    assert_eq!(sum, 3);
 }

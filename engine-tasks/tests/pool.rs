@@ -662,3 +662,43 @@ fn every_wait_panics_inside_a_region_that_forbids_waits() {
         (waits[i].1)(&pool);
     }
 }
+
+/// Dropping the last `Pool` inside a task of another pool returns (it
+/// spun for ever, waiting for a slot a thread of another pool never takes),
+/// and the tasks still queued on it run. In a child process: a hang is
+/// killed.
+#[test]
+fn dropping_a_pool_inside_a_task_of_another_pool() {
+    common::in_child_process("dropping_a_pool_inside_a_task_of_another_pool", || {
+        let other = pool(1);
+        for threads in [0, 1, 2] {
+            let dropped = pool(threads);
+            let ran = Arc::new(AtomicUsize::new(0));
+            for _ in 0..100 {
+                let ran = ran.clone();
+                drop(dropped.spawn(Lane::Normal, move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+            let (sent, received) = mpsc::channel();
+            let task = other.spawn(Lane::Normal, move || {
+                drop(dropped);
+                sent.send(()).unwrap();
+            });
+            received
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("the drop returned");
+            task.unwrap().join().unwrap();
+            // Queued tasks run, on the dropped pool's exiting workers or on the
+            // dropping thread, maybe after the drop returned.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while ran.load(Ordering::SeqCst) < 100 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "queued tasks were lost"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    });
+}

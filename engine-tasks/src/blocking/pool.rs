@@ -13,8 +13,10 @@
 //!   than `cap` exist; otherwise the task waits in the queue. A flood of
 //!   tasks therefore never starts more than `cap` threads.
 //! * **Spawn failure.** If starting a thread fails, the task waits for an
-//!   existing thread; with no thread at all the submission fails with
-//!   [`BlockingError::NoThread`] and hands the closure back. Nothing panics.
+//!   existing thread, within `max_queued` as at the cap (else
+//!   [`BlockingError::Full`]); with no thread at all the submission fails
+//!   with [`BlockingError::NoThread`]. Either hands the closure back.
+//!   Nothing panics.
 //! * **Spurious wake-ups.** Each notification adds one to `notified`; a
 //!   waking thread only counts as notified if it takes one back, else it
 //!   waits again for the rest of its keep-alive.
@@ -28,8 +30,15 @@
 //!   (their handles report [`JoinError::Cancelled`], their destructors
 //!   run), wake every thread, and join them. Threads run the mandatory tasks
 //!   still queued before they exit; if no thread is left, the shutting-down
-//!   caller runs them. Nothing is joined while the lock is held, and a pool
-//!   thread that shuts the pool down does not join itself.
+//!   caller runs them. A caller from outside the pool then waits until the
+//!   last thread has left (`exited`), also when another call took the
+//!   handles first. A pool thread that shuts the pool down takes no handle
+//!   and joins no thread (another may be waiting for its task): the threads
+//!   leave on their own, and a later call from outside joins them. Nothing
+//!   is joined while the lock is held.
+//! * **A task waiting for another of its pool** runs it itself if no
+//!   thread has taken it yet (`BlockingTask::wait`): with every thread as
+//!   busy as the waiter, it would wait behind itself.
 
 use crate::blocking::task::{BlockingTask, Completion};
 use crate::blocking::wakeups::{OnSubmit, Wakeups};
@@ -153,9 +162,12 @@ impl BlockingPoolBuilder {
 
     /// Starts threads with `spawn` instead of `std::thread::Builder`.
     ///
-    /// `spawn` runs under the pool's lock, inside the call that submits a
-    /// task: it must not submit to this pool (that would deadlock), and
-    /// while it runs, other submitters and the pool's threads wait.
+    /// `spawn` must run the function it is given on the new thread, or
+    /// return an error: a thread it reports started but never runs is
+    /// waited for by `shutdown`. It runs under the pool's lock, inside the
+    /// call that submits a task: it must not submit to this pool or read
+    /// its [`metrics`](BlockingPoolHandle::metrics) (that would deadlock),
+    /// and while it runs, other submitters and the pool's threads wait.
     pub fn spawn_with<F>(mut self, spawn: F) -> Self
     where
         F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>
@@ -481,6 +493,7 @@ impl BlockingPoolHandle {
             crate::pool::forbid_waits::check("shutting a `BlockingPool` down");
         }
         let inner = &self.inner;
+        let on_pool_thread = inner.on_pool_thread();
         let (dropped, handles, last) = {
             let mut state = inner.lock();
             state.shutdown = true;
@@ -488,27 +501,31 @@ impl BlockingPoolHandle {
                 state.queue.drain(..).partition(|job| job.mandatory);
             state.queue = mandatory;
             inner.sync_counts(&state);
-            let handles: Vec<JoinHandle<()>> = state.handles.drain().map(|(_, h)| h).collect();
-            (dropped, handles, state.last_exited.take())
+            if on_pool_thread {
+                // Joins no thread: another may be waiting for the calling
+                // task. The handles stay for a call from outside (the
+                // owner's drop); the threads leave on their own.
+                (dropped, Vec::new(), None)
+            } else {
+                let handles: Vec<JoinHandle<()>> = state.handles.drain().map(|(_, h)| h).collect();
+                (dropped, handles, state.last_exited.take())
+            }
         };
         inner.work.notify_all();
         for job in dropped {
             (job.run)(None);
         }
-        let me = thread::current().id();
         for handle in handles.into_iter().chain(last) {
-            if handle.thread().id() != me {
-                // A thread's panics are caught per task; a join error would
-                // be a panic in the pool's own loop, already reported.
-                let _ = handle.join();
-            }
+            // A thread's panics are caught per task; a join error would be a
+            // panic in the pool's own loop, already reported.
+            let _ = handle.join();
         }
         // No other thread left (none ever started, all failed to start, or
         // the caller is the last pool thread): the mandatory tasks run here.
         loop {
             let job = {
                 let mut state = inner.lock();
-                if state.threads > usize::from(inner.on_pool_thread()) {
+                if state.threads > usize::from(on_pool_thread) {
                     break;
                 }
                 let job = state.queue.pop_front();
@@ -520,7 +537,7 @@ impl BlockingPoolHandle {
                 None => break,
             }
         }
-        if !inner.on_pool_thread() {
+        if !on_pool_thread {
             // Another call may have taken the threads' handles, and a thread
             // may still run mandatory tasks (the first call came from a
             // task, say): wait until the last thread has left.
@@ -677,6 +694,16 @@ impl Inner {
     fn thread_main(self: Arc<Self>) {
         let _abort = AbortOnUnwind("inside a blocking thread's loop");
         CURRENT_POOL.with(|p| p.set(Arc::as_ptr(&self) as usize));
+        /// Forgets the pool when the loop returns: a thread that a custom
+        /// spawner keeps must not pass for a thread of a later pool at the
+        /// same address.
+        struct LeavePool;
+        impl Drop for LeavePool {
+            fn drop(&mut self) {
+                CURRENT_POOL.with(|p| p.set(0));
+            }
+        }
+        let _leave = LeavePool;
         instrument::thread_started(thread::current().name().unwrap_or("engine-blocking"));
         let mut state = self.lock();
         loop {
@@ -722,8 +749,6 @@ impl Inner {
                 state.wakeups.stop_waiting();
                 state.threads -= 1;
                 self.sync_counts(&state);
-                // A shutdown may wait for this thread (`shutdown`).
-                self.exited.notify_all();
                 let me = thread::current().id();
                 let previous = match state.handles.remove(&me) {
                     Some(own) => state.last_exited.replace(own),

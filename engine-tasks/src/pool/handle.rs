@@ -63,6 +63,10 @@ impl<F> std::error::Error for SpawnError<F> {}
 /// thread. Dropped inside one of the pool's own tasks, it joins no thread
 /// (one may be waiting for that task): the workers run what is queued and
 /// exit on their own, and tasks may still be running when the drop returns.
+/// The same inside a task of another pool (a task of this one may wait on
+/// that pool's work, which the dropping thread may be the one to run). Inside
+/// [`forbid_waits`](crate::forbid_waits) the drop panics and does not shut
+/// the pool down: its threads stay parked.
 /// All methods come from [`PoolHandle`].
 ///
 /// ```

@@ -341,8 +341,11 @@ impl Shared {
     /// returns the end's number (`FrameGaps::gap_after`).
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn frame_ended(&self, end_tick: u64) -> u64 {
+        // The end first: a thread that finds no frame in flight then finds
+        // this end (`linger_ticks_at`), as far as a hint can.
+        let end = self.frame_gaps.frame_ended(end_tick);
         self.frames_in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.frame_gaps.frame_ended(end_tick)
+        end
     }
 
     /// How long the pool was idle before a frame starting at `start_tick`,
@@ -382,10 +385,15 @@ impl Shared {
     /// waits for the next frame: the frame loop's linger, but only until
     /// twice the linger after the latest frame's end. A loop whose next
     /// frame is later than that has paused or stopped (a loading screen),
-    /// and waiting for it from every idle moment would only burn CPU.
+    /// and waiting for it from every idle moment would only burn CPU. While
+    /// a frame is still in flight (the thread ran its last node, and the
+    /// frame's thread has yet to end it), the whole linger.
     pub(crate) fn linger_ticks_at(&self, now: u64) -> u64 {
-        // Relaxed: see `set_linger_ticks`.
+        // Relaxed: see `set_linger_ticks` and `between_frames`.
         let linger = self.linger_ticks.load(Ordering::Relaxed);
+        if self.frames_in_flight.load(Ordering::Relaxed) != 0 {
+            return linger;
+        }
         let since_end = now.saturating_sub(self.frame_gaps.last_end());
         linger.min(linger.saturating_mul(2).saturating_sub(since_end))
     }
@@ -600,8 +608,10 @@ impl Shared {
         // `drain`), every worker's loop sees the closed gate and exits once
         // it finds no task, and their handles are dropped, detaching them.
         // Each holds the pool's `Shared` until it exits. Tasks may still be
-        // running on them when the drop returns.
-        if !worker::holds_a_slot_of(self) {
+        // running on them when the drop returns. The same for a thread of
+        // another pool (its worker or guest): a task of this pool may wait
+        // on that pool's work, which only this thread may be there to run.
+        if !worker::holds_a_slot_of(self) && !worker::in_another_pool(self) {
             // A worker runs every task inside its slot, so this thread is
             // none of them.
             debug_assert!(handles
@@ -704,6 +714,9 @@ mod tests {
         assert_eq!(shared.linger_ticks_at(5_000), 0, "no frame loop yet");
         shared.set_linger_ticks(1_000);
         shared.frame_began(4_000);
+        // The thread that ran the frame's last node asks before the frame's
+        // thread ends it: the latest end is long past, the frame in flight.
+        assert_eq!(shared.linger_ticks_at(9_000), 1_000);
         shared.frame_ended(10_000);
         assert!(shared.between_frames());
         assert_eq!(shared.linger_ticks_at(10_000), 1_000);

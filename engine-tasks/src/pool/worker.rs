@@ -586,6 +586,12 @@ pub(crate) fn holds_a_slot_of(shared: &Shared) -> bool {
     with_current(|local| local.is_some_and(|local| ptr::eq(local.shared, shared)))
 }
 
+/// Whether the calling thread works in a pool other than `shared` (its
+/// worker, or a guest there).
+pub(crate) fn in_another_pool(shared: &Shared) -> bool {
+    with_current(|local| local.is_some_and(|local| !ptr::eq(local.shared, shared)))
+}
+
 /// Runs `f` with the thread's current context in whatever pool it is in.
 #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
@@ -649,6 +655,12 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
 /// shutdown once the workers are gone. If another thread holds the guest slot
 /// it is inside a wait and runs tasks itself; we take the slot once it leaves.
 pub(crate) fn drain(shared: &Shared) {
+    if in_another_pool(shared) {
+        // Never `shared`'s guest (`with_slot`): run what no slot owner
+        // will. The guest, if any, runs its own queues in its wait.
+        while run_one_unowned(shared) {}
+        return;
+    }
     loop {
         let drained = with_slot(shared, |local| {
             let local = local?;

@@ -450,11 +450,15 @@ pub fn is_recording() -> bool {
 /// Spans still open (a parked thread, a running task) are closed at the
 /// last recorded time when the timeline is written.
 pub fn stop() -> Option<Timeline> {
-    RECORDING.store(false, Ordering::Relaxed);
-    let session = sessions()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()?;
+    let session = {
+        let mut current = sessions().lock().unwrap_or_else(|e| e.into_inner());
+        // Under the lock, as `start` sets it: a `start` racing this `stop`
+        // either comes after it (a new session, recording) or before it
+        // (its session taken here, recording off), never recording with no
+        // session. Relaxed: the lock orders the two stores.
+        RECORDING.store(false, Ordering::Relaxed);
+        current.take()
+    }?;
     let mut rate = TickRate::new();
     rate.observe(session.started, session.start_tick);
     rate.observe(Instant::now(), clock::ticks());
