@@ -426,8 +426,8 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// ordered: each pair `(first, second, what)`, where the first runs
     /// first, as node names and the name of what they both access. The
     /// order derived for a pair is their declaration order, unless the
-    /// orders derived for other pairs already ordered them the other way. Empty for a graph whose conflicts are all
-    /// ordered.
+    /// orders derived for other pairs already ordered them the other way.
+    /// Empty for a graph whose conflicts are all ordered.
     ///
     /// ```
     /// use engine_tasks::graph::Resources;

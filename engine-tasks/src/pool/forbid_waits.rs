@@ -45,7 +45,8 @@ std::thread_local! {
 /// [`Pool`](crate::Pool) or shutting a
 /// [`BlockingPool`](crate::BlockingPool) down, which wait for their
 /// threads. Each panics at its start, before it queues anything, even if
-/// what it would wait for is already done. Spawning a task does not wait,
+/// what it would wait for is already done; a refused drop leaves its pool
+/// running, its threads parked. Spawning a task does not wait,
 /// and stays allowed; blocking on it by other means (a channel, a loop
 /// over [`is_finished`](crate::JoinHandle::is_finished)) is not caught,
 /// and can hang as the waits could.

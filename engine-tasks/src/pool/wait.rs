@@ -70,8 +70,9 @@ impl Local<'_> {
     /// `Shared::in_frame_wait_ticks`. A free worker (`waiting` false) that
     /// runs out between two frames of a frame loop instead waits for the
     /// next frame as long as the loop asked (`Shared::linger_ticks_at`,
-    /// zero for a paced loop and soon after a loop stops), then parks. Outside frames a waiting thread keeps
-    /// the short spin: its target may finish on another thread any moment.
+    /// zero for a paced loop and soon after a loop stops), then parks.
+    /// Outside frames a waiting thread keeps the short spin: its target may
+    /// finish on another thread any moment.
     /// A free worker that expects a paced loop's next frame parks with a
     /// timeout instead, until just before the frame, then looks for its
     /// work for a bounded while, warming the frame's lines (early_wake.rs).

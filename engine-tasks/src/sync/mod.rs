@@ -27,7 +27,7 @@
 //! | `idle` | the wake protocol: one searcher, no lost wake-up |
 //! | `permits` | background permits and the lending rule |
 //! | `placement` | steering a woken thread off its waker's CPU |
-//! | `prefetch` | prefetch hints, and the spans an early-woken worker warms for the frame (data, then code) |
+//! | `prefetch` | prefetch hints; the spans an early-woken worker warms (data, then code) |
 
 pub(crate) mod countdown;
 pub(crate) mod credit;

@@ -315,11 +315,12 @@ impl<'a> Ctx<'a> {
 
     /// Marks running every ready system whose access allows it to run now:
     /// non-`Send` ones as tasks of the calling thread (returns whether there
-    /// were any), the others as below. The caller runs `inline` itself: among frame-critical systems,
-    /// the first one if it has nothing queued, and cheap ones within the
-    /// budget. The others (and every system of another lane) go to `spawn`
-    /// for [`spawn`](Self::spawn) once the lock is released (or are spawned
-    /// at once if `spawn` is full).
+    /// were any), the others as below. The caller runs `inline` itself:
+    /// among frame-critical systems, the first one if it has nothing
+    /// queued, and cheap ones within the budget. The others (and every
+    /// system of another lane) go to `spawn` for [`spawn`](Self::spawn)
+    /// once the lock is released (or are spawned at once if `spawn` is
+    /// full).
     fn start_ready<'s>(
         &'a self,
         st: &mut State,

@@ -31,8 +31,9 @@
 //! Run conditions are evaluated while the executor holds the lock of its
 //! run's state, which every system takes as it ends. A wait on the pool (a
 //! `join`, `scope`, `parallel_for`, a task's `join`, a blocking task's
-//! `wait`, a task graph's frame) runs other queued tasks while it waits, and a system of the same run among them would
-//! block on that lock for ever. So conditions (and the error handler's
+//! `wait`, a task graph's frame) runs other queued tasks while it waits,
+//! and a system of the same run among them would block on that lock for
+//! ever. So conditions (and the error handler's
 //! calls for them) run inside [`engine_tasks::forbid_waits`]: such a wait
 //! panics at its start, and the panic goes to the error handler like any
 //! condition's. Keep waits on the pool out of run conditions.
