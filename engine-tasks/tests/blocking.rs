@@ -1,7 +1,7 @@
 //! The blocking pool: cap, keep-alive, shutdown, spawn failure,
 //! continuations on the work-stealing pool.
 
-use engine_tasks::blocking::BlockingBuildError;
+use engine_tasks::blocking::{BlockingBuildError, BlockingPoolBuilder};
 use engine_tasks::{BlockingError, BlockingPool, JoinError, Lane, Pool};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -173,19 +173,21 @@ fn spawn_failure_with_no_thread_is_an_error_not_a_panic() {
     assert!(pool.spawn_mandatory(|| ()).is_err());
 }
 
+/// `builder`, whose first thread starts and every later start fails.
+fn only_one_thread_starts(builder: BlockingPoolBuilder) -> BlockingPoolBuilder {
+    let started = AtomicUsize::new(0);
+    builder.spawn_with(move |spec, main| {
+        if started.fetch_add(1, Ordering::SeqCst) == 0 {
+            thread::Builder::new().name(spec.name).spawn(main)
+        } else {
+            Err(std::io::Error::other("no more threads"))
+        }
+    })
+}
+
 #[test]
 fn after_a_spawn_failure_tasks_wait_for_the_threads_that_exist() {
-    let started = Arc::new(AtomicUsize::new(0));
-    let s = started.clone();
-    let pool = BlockingPool::builder()
-        .cap(8)
-        .spawn_with(move |spec, main| {
-            if s.fetch_add(1, Ordering::SeqCst) == 0 {
-                thread::Builder::new().name(spec.name).spawn(main)
-            } else {
-                Err(std::io::Error::other("no more threads"))
-            }
-        })
+    let pool = only_one_thread_starts(BlockingPool::builder().cap(8))
         .build()
         .unwrap();
     let tasks: Vec<_> = (0..50u64)
@@ -393,18 +395,7 @@ fn every_shutdown_waits_for_the_mandatory_tasks() {
 /// one): before, every task was queued.
 #[test]
 fn max_queued_holds_when_threads_cannot_start() {
-    let started = Arc::new(AtomicUsize::new(0));
-    let s = started.clone();
-    let pool = BlockingPool::builder()
-        .cap(4)
-        .max_queued(1)
-        .spawn_with(move |spec, main| {
-            if s.fetch_add(1, Ordering::SeqCst) == 0 {
-                thread::Builder::new().name(spec.name).spawn(main)
-            } else {
-                Err(std::io::Error::other("no more threads"))
-            }
-        })
+    let pool = only_one_thread_starts(BlockingPool::builder().cap(4).max_queued(1))
         .build()
         .unwrap();
     let (running, first_runs) = mpsc::channel();
