@@ -157,6 +157,25 @@ impl Window {
     }
 }
 
+/// [`paced_ticks`] up to three times, each on a new pool, until a window
+/// is good: a run whose only steady window came in a busy stretch (a
+/// window at the edge of [`STEADY_LATE`], between windows far later) does
+/// not fail the test alone. The last judged window if none was good.
+fn paced_ticks_retried(between: Duration, good: impl Fn(&Window) -> bool) -> Option<Window> {
+    let mut judged = None;
+    for attempt in 1..=3 {
+        match paced_ticks(between, &good) {
+            Some(seen) if good(&seen) => return Some(seen),
+            Some(seen) => {
+                eprintln!("attempt {attempt}: no window was good");
+                judged = Some(seen);
+            }
+            None => {}
+        }
+    }
+    judged
+}
+
 /// Held by the test that runs its ticks.
 static TURN: Mutex<()> = Mutex::new(());
 
@@ -176,7 +195,7 @@ fn two_graphs_back_to_back_share_one_park_a_tick() {
     let good = |w: &Window| {
         w.parks <= parks_at_most && w.early_finds >= MOST as u64 && w.second_with_worker >= MOST
     };
-    let Some(seen) = paced_ticks(Duration::ZERO, good) else {
+    let Some(seen) = paced_ticks_retried(Duration::ZERO, good) else {
         return;
     };
     assert!(
@@ -199,7 +218,7 @@ fn two_graphs_back_to_back_share_one_park_a_tick() {
 fn a_second_graph_after_game_code_is_woken_for_too() {
     let found_at_least = (TICKS + TICKS / 2) as u64;
     let good = |w: &Window| w.early_finds >= found_at_least && w.second_with_worker >= MOST;
-    let Some(seen) = paced_ticks(Duration::from_micros(300), good) else {
+    let Some(seen) = paced_ticks_retried(Duration::from_micros(300), good) else {
         return;
     };
     seen.assert_found_and_helped(found_at_least);
