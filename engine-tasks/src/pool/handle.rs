@@ -463,6 +463,9 @@ impl PoolHandle {
     where
         F: Fn(usize) + Send + Sync,
     {
+        // Here, once: a range small enough to run inline still refuses, and
+        // each split's `join` checks again.
+        forbid_waits::check("`parallel_for`");
         fork_join::parallel_for_in(&self.shared, range, grain, &f);
     }
 
@@ -491,6 +494,7 @@ impl PoolHandle {
         T: Send,
         F: Fn(usize, &mut [T]) + Send + Sync,
     {
+        forbid_waits::check("`parallel_chunks_mut`");
         fork_join::parallel_chunks_in(&self.shared, data, chunk_len, 0, &f);
     }
 
@@ -636,5 +640,6 @@ pub fn parallel_for<F>(range: Range<usize>, grain: usize, f: F)
 where
     F: Fn(usize) + Send + Sync,
 {
+    forbid_waits::check("`parallel_for`");
     current_shared(|shared| fork_join::parallel_for_in(shared, range, grain, &f));
 }

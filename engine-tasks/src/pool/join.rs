@@ -173,8 +173,6 @@ pub(crate) fn parallel_for_in<F>(shared: &Shared, range: Range<usize>, grain: us
 where
     F: Fn(usize) + Sync,
 {
-    // Here too, not only in `join_in`: a range run inline still refuses.
-    forbid_waits::check("`parallel_for`");
     let grain = grain.max(1);
     if range.len() <= grain {
         range.for_each(f);
@@ -202,7 +200,6 @@ pub(crate) fn parallel_chunks_in<T, F>(
     T: Send,
     F: Fn(usize, &mut [T]) + Sync,
 {
-    forbid_waits::check("`parallel_chunks_mut`");
     let chunk_len = chunk_len.max(1);
     let chunks = data.len().div_ceil(chunk_len);
     if chunks <= 1 {
