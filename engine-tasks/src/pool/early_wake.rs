@@ -61,7 +61,7 @@
 //!   idle) does not pass for a tick ([`Cadence::observe`]). Eight such
 //!   starts in a row mean a faster loop, timed again from there. Before
 //!   this, such a loop on the 2-core development VM woke its worker early
-//!   in no tick at all (`tests/paced_two_graphs.rs`). A graph that follows
+//!   in no tick at all (the `two_graphs` benchmark). A graph that follows
 //!   another within microseconds finds the workers waiting for it: the
 //!   pool keeps, for each frame's end, how soon its next frame began
 //!   (`frame_gaps.rs`), and lingers after a graph that is followed closely.
