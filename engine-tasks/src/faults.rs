@@ -5,9 +5,10 @@
 //! a call fails. The points: a worker or blocking thread failing to start,
 //! a spawned task's or blocking task's body panicking before it runs, a
 //! graph node's closure panicking, (consulted by the caller's own types through
-//! [`should_fail`]) a captured value panicking in its destructor, and a
+//! [`should_fail`]) a captured value panicking in its destructor, a
 //! thread pausing just after what may be its last touch of a frame or a
-//! join. Each point counts how often it fired.
+//! join, and a spawn pausing between its shutdown check and its push. Each
+//! point counts how often it fired.
 //!
 //! # The last-touch pause
 //!
@@ -53,9 +54,14 @@ pub enum Site {
     /// last touch of a frame or a join, before the call that made it
     /// returns (module docs).
     LastTouch = 5,
+    /// A spawn from a thread that holds a slot of the pool (a worker, or a
+    /// thread waiting as its guest) pauses for [`LAST_TOUCH_PAUSE`] after
+    /// it found the pool open and before it pushes the task: the window in
+    /// which the pool's drop may run and return.
+    SpawnPush = 6,
 }
 
-const SITES: usize = 6;
+const SITES: usize = 7;
 
 /// How long a [`Site::LastTouch`] pause lasts: far longer than another
 /// thread takes to end a frame and return from `run` (a few µs), short
@@ -81,6 +87,8 @@ pub struct FaultPlan {
     pub blocking_body: u32,
     /// See [`Site::LastTouch`].
     pub last_touch: u32,
+    /// See [`Site::SpawnPush`].
+    pub spawn_push: u32,
 }
 
 static CHANCE: [AtomicU32; SITES] = [const { AtomicU32::new(0) }; SITES];
@@ -95,6 +103,7 @@ pub fn set_plan(plan: FaultPlan) {
         plan.captured_drop,
         plan.blocking_body,
         plan.last_touch,
+        plan.spawn_push,
     ];
     for (slot, chance) in CHANCE.iter().zip(chances) {
         // Relaxed: a test knob; threads see it soon enough.
@@ -138,7 +147,14 @@ pub(crate) fn maybe_panic(site: Site) {
 /// held.
 #[inline]
 pub(crate) fn maybe_pause_after_last_touch() {
-    if should_fail(Site::LastTouch) {
+    maybe_pause(Site::LastTouch);
+}
+
+/// Pauses the thread for [`LAST_TOUCH_PAUSE`] if `site` should fail, by the
+/// installed plan.
+#[inline]
+pub(crate) fn maybe_pause(site: Site) {
+    if should_fail(site) {
         std::thread::sleep(LAST_TOUCH_PAUSE);
     }
 }

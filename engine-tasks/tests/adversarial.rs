@@ -3,8 +3,12 @@
 //! instead of stalling the run; a case that could abort the process runs in
 //! a child process of this test binary.
 
-use engine_tasks::{BlockingPool, JoinHandle, Lane, Pool, PoolHandle};
+use engine_tasks::{
+    BlockingPool, CancellationToken, JoinError, JoinHandle, Lane, Pool, PoolHandle,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
@@ -965,4 +969,116 @@ fn a_file_over_the_size_limit_is_refused_before_it_is_read() {
             "only the small file was read"
         );
     });
+}
+
+/// A panic payload whose own drop panics: the worst a task can leave the
+/// scheduler to drop.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("a panic payload's drop panicked");
+    }
+}
+
+/// Panics with a [`Bomb`] as it drops, after raising its flag.
+struct ThrowsBomb(Arc<AtomicBool>);
+
+impl Drop for ThrowsBomb {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+        std::panic::panic_any(Bomb);
+    }
+}
+
+fn until_raised(flag: &AtomicBool) {
+    while !flag.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// What the scheduler drops for a task (a cancelled task's closure, a
+/// detached task's result, a scope's second panic, on the pool and on the
+/// blocking pool) may panic as it drops, with a payload that panics as it
+/// drops too. The scheduler's thread survives it: before, the second panic
+/// unwound out of the `catch_unwind` that had caught the first, into the
+/// scheduler. A `join` or scope whose two sides both panic drops the
+/// payload it does not re-raise before it unwinds, not during.
+#[test]
+fn payloads_whose_drop_panics_never_reach_the_scheduler() {
+    in_child_process(
+        "payloads_whose_drop_panics_never_reach_the_scheduler",
+        || {
+            let pool = Pool::builder().threads(1).build().unwrap();
+
+            let token = CancellationToken::new();
+            token.cancel();
+            let dropped = Arc::new(AtomicBool::new(false));
+            let held = ThrowsBomb(dropped.clone());
+            let cancelled = pool
+                .spawn_cancellable(Lane::Normal, &token, move |_| drop(held))
+                .unwrap();
+            assert!(matches!(cancelled.join(), Err(JoinError::Cancelled)));
+            assert!(dropped.load(Ordering::SeqCst));
+
+            let dropped = Arc::new(AtomicBool::new(false));
+            let result = ThrowsBomb(dropped.clone());
+            let (release, released) = mpsc::channel::<()>();
+            let detached = pool
+                .spawn(Lane::Normal, move || {
+                    released.recv().unwrap();
+                    result
+                })
+                .unwrap();
+            drop(detached);
+            release.send(()).unwrap();
+            until_raised(&dropped);
+
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.scope(|s| {
+                    s.spawn(|_| std::panic::panic_any(Bomb));
+                    s.spawn(|_| std::panic::panic_any(Bomb));
+                })
+            }));
+            let first = outcome.expect_err("the scope re-raises the first panic");
+            assert!(first.is::<Bomb>());
+            // The test's own thread would abort on it as the scheduler's did.
+            std::mem::forget(first);
+
+            // Both halves of a join panic, and a scope's body and its task
+            // do: one payload is re-raised, and the other dropped before
+            // the unwind (during it, its panic would abort the thread).
+            let both = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.join(
+                    || std::panic::panic_any(Bomb),
+                    || std::panic::panic_any(Bomb),
+                )
+            }));
+            std::mem::forget(both.expect_err("a half's panic is re-raised"));
+            let body_and_task = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.scope(|s| {
+                    s.spawn(|_| std::panic::panic_any(Bomb));
+                    std::panic::panic_any(Bomb)
+                })
+            }));
+            std::mem::forget(body_and_task.expect_err("the body's panic is re-raised"));
+
+            let blocking = BlockingPool::builder().cap(1).build().unwrap();
+            let dropped = Arc::new(AtomicBool::new(false));
+            let result = ThrowsBomb(dropped.clone());
+            let (release, released) = mpsc::channel::<()>();
+            let detached = blocking
+                .spawn(move || {
+                    released.recv().unwrap();
+                    result
+                })
+                .unwrap();
+            drop(detached);
+            release.send(()).unwrap();
+            until_raised(&dropped);
+            assert_eq!(blocking.spawn(|| 5).unwrap().wait().unwrap(), 5);
+
+            assert_eq!(pool.spawn(Lane::Normal, || 7).unwrap().join().unwrap(), 7);
+        },
+    );
 }

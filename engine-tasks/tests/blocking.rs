@@ -291,6 +291,13 @@ fn bad_configurations_are_refused() {
             .unwrap_err(),
         BlockingBuildError::ZeroKeepAlive
     );
+    assert_eq!(
+        BlockingPool::builder()
+            .thread_name_prefix("disk\0io")
+            .build()
+            .unwrap_err(),
+        BlockingBuildError::NulInThreadName
+    );
 }
 
 #[test]

@@ -348,6 +348,11 @@ fn bad_configurations_are_refused_with_clear_errors() {
     );
     let err = Pool::builder().thread_name_prefix("").build().unwrap_err();
     assert_eq!(err, BuildError::EmptyThreadName);
+    let err = Pool::builder()
+        .thread_name_prefix("sim\0")
+        .build()
+        .unwrap_err();
+    assert_eq!(err, BuildError::NulInThreadName);
     // The defaults are valid.
     let pool = Pool::new();
     assert!(pool.threads() >= 1);

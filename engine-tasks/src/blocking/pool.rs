@@ -44,7 +44,7 @@ use crate::blocking::task::{BlockingTask, Completion};
 use crate::blocking::wakeups::{OnSubmit, Wakeups};
 use crate::faults::{self, Site};
 use crate::pool::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
-use crate::pool::spawn::JoinError;
+use crate::pool::spawn::{drop_quietly, JoinError};
 use crate::pool::worker::AbortOnUnwind;
 use crate::trace::instrument;
 use std::collections::{HashMap, VecDeque};
@@ -149,6 +149,8 @@ impl BlockingPoolBuilder {
     }
 
     /// Thread names are `<prefix>-<n>` (default `engine-blocking`).
+    /// [`build`](Self::build) refuses a prefix that holds a NUL byte (with a
+    /// [`spawn_with`](Self::spawn_with) function too).
     pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.name_prefix = prefix.into();
         self
@@ -187,6 +189,9 @@ impl BlockingPoolBuilder {
         if self.keep_alive.is_zero() {
             return Err(BlockingBuildError::ZeroKeepAlive);
         }
+        if self.name_prefix.contains('\0') {
+            return Err(BlockingBuildError::NulInThreadName);
+        }
         Ok(BlockingPool {
             handle: BlockingPoolHandle {
                 inner: Arc::new(Inner {
@@ -214,6 +219,9 @@ pub enum BlockingBuildError {
     ZeroCap,
     /// A zero keep-alive would make every thread exit right after its task.
     ZeroKeepAlive,
+    /// A thread-name prefix with a NUL byte, which no thread name can hold
+    /// (`std::thread::Builder` panics on one).
+    NulInThreadName,
 }
 
 impl fmt::Display for BlockingBuildError {
@@ -224,6 +232,9 @@ impl fmt::Display for BlockingBuildError {
             }
             BlockingBuildError::ZeroKeepAlive => {
                 write!(f, "a blocking pool's keep-alive must be above zero")
+            }
+            BlockingBuildError::NulInThreadName => {
+                f.write_str("the thread name prefix holds a NUL byte, which a thread name cannot")
             }
         }
     }
@@ -597,12 +608,12 @@ impl BlockingPoolHandle {
             } else {
                 // A panicking destructor of the unrun closure must not unwind
                 // into shutdown.
-                let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
+                drop_quietly(f);
                 done.complete(Err(JoinError::Cancelled));
             }
             // The result is dropped here if the handle is gone; its
             // destructor must not unwind into the blocking thread's loop.
-            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(done)));
+            drop_quietly(done);
         };
         state.queue.push_back(Job {
             run: Box::new(run),
@@ -679,7 +690,12 @@ impl Inner {
                 self.sync_counts(state);
                 true
             }
-            _ => {
+            failed => {
+                // A panic's payload must not unwind into the submitter,
+                // which holds the pool's lock.
+                if let Err(payload) = failed {
+                    drop_quietly(payload);
+                }
                 // Relaxed: a statistic.
                 self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
                 false

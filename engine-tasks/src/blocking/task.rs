@@ -30,6 +30,7 @@ fn run_continuation<T>(continuation: Continuation<T>, result: Result<T, JoinErro
         let message =
             crate::pool::spawn::panic_message(&*payload).unwrap_or("<non-string payload>");
         eprintln!("engine-tasks: a blocking task's continuation panicked: {message}");
+        crate::pool::spawn::drop_quietly(payload);
     }
 }
 

@@ -41,6 +41,9 @@ pub enum BuildError {
     },
     /// An empty thread-name prefix.
     EmptyThreadName,
+    /// A thread-name prefix with a NUL byte, which no thread name can hold
+    /// (`std::thread::Builder` panics on one).
+    NulInThreadName,
 }
 
 impl fmt::Display for BuildError {
@@ -63,6 +66,9 @@ impl fmt::Display for BuildError {
                 "background cap {requested} is invalid: it must be between 1 and {max}"
             ),
             BuildError::EmptyThreadName => f.write_str("the thread name prefix is empty"),
+            BuildError::NulInThreadName => {
+                f.write_str("the thread name prefix holds a NUL byte, which a thread name cannot")
+            }
         }
     }
 }
@@ -136,6 +142,8 @@ impl PoolBuilder {
     }
 
     /// Thread names are `{prefix}-{index}`. Default `engine-worker`.
+    /// [`build`](Self::build) refuses a prefix that is empty or holds a NUL
+    /// byte (with a [`spawn_with`](Self::spawn_with) function too).
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool};
@@ -274,6 +282,9 @@ impl PoolBuilder {
         }
         if self.name_prefix.is_empty() {
             return Err(BuildError::EmptyThreadName);
+        }
+        if self.name_prefix.contains('\0') {
+            return Err(BuildError::NulInThreadName);
         }
         let config = Config {
             threads,

@@ -1,6 +1,7 @@
 //! The public pool: spawning, structured parallelism, statistics and
 //! shutdown. Its configuration is in `builder.rs`.
 
+use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::pool::builder::PoolBuilder;
 use crate::pool::cancel::CancellationToken;
@@ -286,6 +287,10 @@ impl PoolHandle {
         let task = SpawnCell::task_ref(&cell);
         let outside = worker::with_current(|local| match local {
             Some(local) if std::ptr::eq(local.shared, &**shared) => {
+                // The pool may shut down from here on and its drop return:
+                // a worker's loop still runs what it pushed, and a guest
+                // runs it as it leaves the slot (`worker::in_guest_slot`).
+                faults::maybe_pause(Site::SpawnPush);
                 local.push(lane, task);
                 None
             }
@@ -341,6 +346,8 @@ impl PoolHandle {
             .collect();
         let inside = worker::with_current(|local| match local {
             Some(local) if std::ptr::eq(local.shared, &**shared) => {
+                // See `spawn_cell`.
+                faults::maybe_pause(Site::SpawnPush);
                 local.push_batch(lane, cells.iter().map(SpawnCell::task_ref));
                 true
             }

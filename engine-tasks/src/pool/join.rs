@@ -11,6 +11,7 @@
 use crate::lane::Lane;
 use crate::pool::forbid_waits;
 use crate::pool::registry::Shared;
+use crate::pool::spawn::drop_quietly;
 use crate::pool::worker::{self, AbortOnUnwind, Local};
 use crate::sync::latch::Latch;
 use crate::sync::task::{Header, TaskRef};
@@ -134,10 +135,20 @@ impl Local<'_> {
     }
 }
 
+/// The two results, or the first half's panic re-raised (else the
+/// second's). The other half's result or payload is dropped first, where
+/// a panic of its destructor cannot abort the unwinding process.
 fn finish<RA, RB>(a: thread::Result<RA>, b: thread::Result<RB>) -> (RA, RB) {
     match (a, b) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err(payload), _) | (_, Err(payload)) => panic::resume_unwind(payload),
+        (Err(payload), other) => {
+            drop_quietly(other);
+            panic::resume_unwind(payload)
+        }
+        (Ok(other), Err(payload)) => {
+            drop_quietly(other);
+            panic::resume_unwind(payload)
+        }
     }
 }
 

@@ -570,9 +570,11 @@ impl Shared {
             let body = self.config.thread_body;
             (self.config.spawn)(spec, Box::new(move || body(shared, index)))
         });
-        match std::panic::catch_unwind(spawn)
-            .unwrap_or_else(|_| Err(io::Error::other("the thread spawn function panicked")))
-        {
+        match std::panic::catch_unwind(spawn).unwrap_or_else(|payload| {
+            // Its drop must not unwind into whatever notified.
+            crate::pool::spawn::drop_quietly(payload);
+            Err(io::Error::other("the thread spawn function panicked"))
+        }) {
             Ok(handle) => {
                 threads.push(handle);
                 // Relaxed: read as a hint by `can_spawn`; the lock orders it.

@@ -8,6 +8,7 @@
 use crate::lane::Lane;
 use crate::pool::forbid_waits;
 use crate::pool::registry::Shared;
+use crate::pool::spawn::drop_quietly;
 use crate::pool::worker::{self, AbortOnUnwind};
 use crate::sync::latch::{Latch, Waiter};
 use crate::sync::queue::TaskQueue;
@@ -55,8 +56,16 @@ where
         let job = unsafe { Box::from_raw(header.cast::<Self>().as_ptr()) };
         let ScopeJob { scope, func, .. } = *job;
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| func(scope))) {
-            let mut slot = scope.panic.lock().unwrap_or_else(|e| e.into_inner());
-            slot.get_or_insert(payload);
+            // The first panic is re-raised at the scope's end; a later one
+            // is dropped here, outside the lock, without unwinding.
+            let later = {
+                let mut slot = scope.panic.lock().unwrap_or_else(|e| e.into_inner());
+                match *slot {
+                    None => slot.replace(payload),
+                    Some(_) => Some(payload),
+                }
+            };
+            drop_quietly(later);
         }
         let deferred = worker::with_current(|local| match local {
             // Kept as credit, settled later in one go (credit.rs).
@@ -271,9 +280,18 @@ where
         }
         drop(guard);
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // What is not re-raised is dropped first, where a panic of its
+        // destructor cannot abort the unwinding process.
         match (result, task_panic) {
-            (Err(payload), _) | (Ok(_), Some(payload)) => panic::resume_unwind(payload),
             (Ok(value), None) => value,
+            (Err(payload), other) => {
+                drop_quietly(other);
+                panic::resume_unwind(payload)
+            }
+            (Ok(other), Some(payload)) => {
+                drop_quietly(other);
+                panic::resume_unwind(payload)
+            }
         }
     })
 }

@@ -137,7 +137,7 @@ where
         let result = if this.token.as_ref().is_some_and(|t| t.is_cancelled()) {
             // A panicking destructor of the unrun closure has nowhere to go;
             // it must not unwind into the scheduler.
-            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
+            drop_quietly(f);
             Err(JoinError::Cancelled)
         } else {
             panic::catch_unwind(AssertUnwindSafe(|| {
@@ -153,7 +153,19 @@ where
         // If the handle is gone this drops the result; a panicking
         // destructor of a detached task's result is swallowed rather than
         // unwinding into the scheduler.
-        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(this)));
+        drop_quietly(this);
+    }
+}
+
+/// Drops `value` where nothing may unwind (a scheduler's thread, or a
+/// thread already unwinding): a panic of its destructor is caught, and
+/// that panic's payload is dropped the same way; if dropping it panics in
+/// turn, the payload of that second panic is forgotten, not dropped.
+pub(crate) fn drop_quietly<T>(value: T) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        if let Err(second) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(second);
+        }
     }
 }
 
@@ -203,7 +215,9 @@ impl<T: Send + 'static> JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
-    /// Whether the task has finished (or was cancelled before it started).
+    /// Whether the task has finished. A task cancelled before it started
+    /// finishes when a thread takes it from its queue and ends it as
+    /// cancelled; until then this is `false`, as for any queued task.
     ///
     /// Poll it once per frame to pick up a long job without blocking:
     ///

@@ -152,6 +152,11 @@ pub struct LaneStats {
     pub spawned: u64,
     /// Tasks started (each then runs to completion or panics). Counted
     /// before the task body, so a thread that saw a task finish sees it.
+    /// A task cancelled before it started counts too, when a thread takes
+    /// it and ends it as cancelled. The nodes of a task-graph frame that
+    /// runs alone on its own thread count at the frame's end, on that
+    /// thread's slot, and not at all when the thread has no slot in the
+    /// pool (another pool's thread, or the guest slot was taken).
     pub executed: u64,
     /// Tasks taken from another thread's queues.
     pub stolen_tasks: u64,

@@ -14,6 +14,7 @@ use crate::sync::ring::RingOwner;
 use crate::sync::task::TaskRef;
 use crate::trace::instrument;
 use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -272,6 +273,14 @@ impl<'a> Local<'a> {
     }
 
     // ----- running -----
+
+    /// Runs tasks from anywhere in the pool, every lane, until it finds
+    /// none: a shut-down pool's last runs (`drain`, a guest leaving).
+    fn run_until_empty(&self) {
+        while let Some(found) = self.find_task(Lane::Background, true) {
+            self.run_found(found);
+        }
+    }
 
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     pub(crate) fn run_found(&self, found: Found) {
@@ -577,7 +586,21 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
     // owner until `_release` drops, after `local`.
     let local = unsafe { Local::new(shared, shared.guest_index(), false) };
     let _hand_over = HandOver(&local);
-    local.enter(|| f(Some(&local)))
+    let result = panic::catch_unwind(AssertUnwindSafe(|| local.enter(|| f(Some(&local)))));
+    if shared.is_shutdown() {
+        // A spawn from this slot that found the pool open may have pushed
+        // after the pool's drop ran the queues and its workers left (a drop
+        // inside one of the pool's own tasks waits for no guest): no other
+        // thread would run that task. So the guest of a shut-down pool runs
+        // what is left, as the drop would have, before it gives the slot
+        // back; outside the caught panic, so that the tasks' own waits do
+        // not run while this thread unwinds.
+        local.enter(|| local.run_until_empty());
+    }
+    match result {
+        Ok(value) => value,
+        Err(payload) => panic::resume_unwind(payload),
+    }
 }
 
 /// Whether this thread holds a slot of `shared` now (a worker of it, or its
@@ -663,10 +686,7 @@ pub(crate) fn drain(shared: &Shared) {
     }
     loop {
         let drained = with_slot(shared, |local| {
-            let local = local?;
-            while let Some(found) = local.find_task(Lane::Background, true) {
-                local.run_found(found);
-            }
+            local?.run_until_empty();
             Some(())
         });
         if drained.is_some() {

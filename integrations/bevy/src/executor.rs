@@ -422,7 +422,7 @@ impl<'a> Ctx<'a> {
         {
             let mut st = lock(self.state);
             if let Some(payload) = panic {
-                st.panic.get_or_insert(payload);
+                keep_first(&mut st.panic, payload);
             }
             st.running.remove(i);
             st.completed.insert(i);
@@ -474,7 +474,7 @@ impl<'a> Ctx<'a> {
             self.error_handler,
             "Exclusive system panicked",
         ) {
-            st.panic.get_or_insert(payload);
+            keep_first(&mut st.panic, payload);
         }
     }
 
@@ -572,7 +572,7 @@ unsafe fn evaluate(
             };
             all = false;
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| error_handler(err, context()))) {
-                panic.get_or_insert(payload);
+                keep_first(panic, payload);
             }
         }
         all
@@ -582,6 +582,20 @@ unsafe fn evaluate(
 /// What [`evaluate`] runs inside `forbid_waits`, for the panic's message.
 const UNDER_THE_LOCK: &str = "a run condition or its error handler, which the \
                               engine-tasks executor runs under its run's lock";
+
+/// Keeps the run's first panic in `slot`, to re-raise after the run. A
+/// later one is dropped here, where a panic of its destructor is caught
+/// (and the payload of that panic forgotten): it must not unwind into the
+/// pool's thread or out of the run's lock.
+fn keep_first(slot: &mut Option<Payload>, payload: Payload) {
+    if slot.is_none() {
+        *slot = Some(payload);
+    } else if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        if let Err(second) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(second);
+        }
+    }
+}
 
 /// Hands a failure or panic of `system` to the error handler; returns the
 /// handler's own panic, if it panicked, to be re-raised after the run.
@@ -618,7 +632,7 @@ fn apply_deferred(
         }));
         let message = "Encountered a panic while applying system buffers";
         if let Some(payload) = report(result, system, error_handler, message) {
-            panic.get_or_insert(payload);
+            keep_first(panic, payload);
         }
     }
     unapplied.clear();

@@ -674,3 +674,53 @@ fn a_run_condition_that_waits_on_the_pool_is_refused_not_hung() {
         }
     }
 }
+
+/// A panic payload whose own drop panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("a panic payload's drop panicked");
+    }
+}
+
+fn throw_bomb(_: BevyError, _: ErrorContext) {
+    std::panic::panic_any(Bomb);
+}
+
+/// Two systems fail in one run, and the error handler panics for each with
+/// a payload whose drop panics. The run re-raises the first payload after
+/// it ends; the second is dropped where its drop's panic is caught (it
+/// unwound out of the executor's bookkeeping, under the run's lock, and
+/// aborted the process). The next run, with a handler that counts, works.
+#[test]
+fn a_second_panic_whose_payload_panics_as_it_drops_is_dropped_quietly() {
+    let mut world = World::new();
+    world.init_resource::<Shared>();
+    world.insert_resource(FallbackErrorHandler(throw_bomb));
+    let mut schedule = Schedule::default();
+    schedule.add_systems((fails, fails, |mut s: ResMut<Shared>| s.0 += 1));
+    install(&mut schedule, &mut world, pool().handle()).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        schedule.run(&mut world);
+    }));
+    let payload = caught.expect_err("the handler's first panic is re-raised");
+    assert!(payload.is::<Bomb>(), "the first payload, unchanged");
+    std::mem::forget(payload);
+    world.insert_resource(FallbackErrorHandler(count_bombless));
+    schedule.run(&mut world);
+    assert_eq!(world.resource::<Shared>().0, 2);
+    assert_eq!(
+        BOMBLESS.load(Ordering::SeqCst),
+        2,
+        "both systems failed again"
+    );
+}
+
+/// Errors the next run of the test above reported (not `REPORTED`, which
+/// another test counts).
+static BOMBLESS: AtomicUsize = AtomicUsize::new(0);
+
+fn count_bombless(_: BevyError, _: ErrorContext) {
+    BOMBLESS.fetch_add(1, Ordering::SeqCst);
+}

@@ -9,7 +9,9 @@
 //! tasks whose results come back on the pool, and panic at random
 //! (injected); a thread pauses after one last touch of a frame or a join
 //! in 200 (injected, `faults::Site::LastTouch`), so that frames and joins
-//! end while it is still in the call that made it. Some nodes run chains
+//! end while it is still in the call that made it, and a spawn from inside
+//! the pool pauses between its check and its push as often
+//! (`faults::Site::SpawnPush`). Some nodes run chains
 //! of nested joins across lanes under the round's random background cap (a background task joins a normal one
 //! that joins a background one), and some call into a second pool whose
 //! task calls back into the first and waits (by `JoinHandle::join`, `join`
@@ -336,6 +338,7 @@ fn main() {
         captured_drop: 5_000,
         blocking_body: 5_000,
         last_touch: 5_000,
+        spawn_push: 5_000,
     });
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let watchdog = Duration::from_secs(args.watchdog_seconds);
@@ -533,6 +536,10 @@ fn main() {
     println!(
         "| threads paused after a last touch (injected) | {} | every frame and join still ended; nothing lost |",
         faults::fired(Site::LastTouch)
+    );
+    println!(
+        "| spawns paused before their push (injected) | {} | every spawned task still ran or was refused |",
+        faults::fired(Site::SpawnPush)
     );
     println!(
         "| blocking results continued on the pool | {} | all arrived, including across shutdown |",
