@@ -55,7 +55,7 @@ pub enum Site {
     /// returns (module docs).
     LastTouch = 5,
     /// A spawn from a thread that holds a slot of the pool (a worker, or a
-    /// thread waiting as its guest) pauses for [`LAST_TOUCH_PAUSE`] after
+    /// thread waiting as its guest) pauses for [`SPAWN_PUSH_PAUSE`] after
     /// it found the pool open and before it pushes the task: the window in
     /// which the pool's drop may run and return.
     SpawnPush = 6,
@@ -70,6 +70,15 @@ pub const LAST_TOUCH_PAUSE: Duration = if cfg!(miri) {
     Duration::from_millis(50)
 } else {
     Duration::from_micros(200)
+};
+
+/// How long a [`Site::SpawnPush`] pause lasts: long enough for another
+/// thread to shut the pool down and its workers to exit, even on a busy
+/// host that holds a thread up for a millisecond now and then.
+pub const SPAWN_PUSH_PAUSE: Duration = if cfg!(miri) {
+    Duration::from_millis(50)
+} else {
+    Duration::from_millis(2)
 };
 
 /// Chances, in a million calls, that each site fails.
@@ -147,15 +156,18 @@ pub(crate) fn maybe_panic(site: Site) {
 /// held.
 #[inline]
 pub(crate) fn maybe_pause_after_last_touch() {
-    maybe_pause(Site::LastTouch);
+    if should_fail(Site::LastTouch) {
+        std::thread::sleep(LAST_TOUCH_PAUSE);
+    }
 }
 
-/// Pauses the thread for [`LAST_TOUCH_PAUSE`] if `site` should fail, by the
-/// installed plan.
+/// Pauses the thread for [`SPAWN_PUSH_PAUSE`] if [`Site::SpawnPush`] should
+/// fail, by the installed plan: call it between a spawn's shutdown check
+/// and its push.
 #[inline]
-pub(crate) fn maybe_pause(site: Site) {
-    if should_fail(site) {
-        std::thread::sleep(LAST_TOUCH_PAUSE);
+pub(crate) fn maybe_pause_before_push() {
+    if should_fail(Site::SpawnPush) {
+        std::thread::sleep(SPAWN_PUSH_PAUSE);
     }
 }
 

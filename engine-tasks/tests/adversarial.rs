@@ -6,7 +6,7 @@
 use engine_tasks::{
     BlockingPool, CancellationToken, JoinError, JoinHandle, Lane, Pool, PoolHandle,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -1081,4 +1081,54 @@ fn payloads_whose_drop_panics_never_reach_the_scheduler() {
             assert_eq!(pool.spawn(Lane::Normal, || 7).unwrap().join().unwrap(), 7);
         },
     );
+}
+
+/// Joins on drop, as a game's system might when it is torn down.
+struct JoinsOnDrop<'a>(&'a Pool, &'a AtomicUsize);
+
+impl Drop for JoinsOnDrop<'_> {
+    fn drop(&mut self) {
+        let (a, b) = self.0.join(|| 1, || 2);
+        self.0.scope(|s| {
+            s.spawn(|_| {
+                self.1.fetch_add(1, Ordering::SeqCst);
+            });
+        });
+        self.1.fetch_add(a + b, Ordering::SeqCst);
+    }
+}
+
+/// Waits in code that runs while the thread unwinds from a panic: a `join`
+/// and a `scope` in a destructor, and a pool without workers dropped then,
+/// whose drop runs its queued tasks on that thread, each of which joins.
+/// Each wait ends normally and the panic goes on to its catch. Before, the
+/// scheduler's guard for a queued half saw `panicking()` as the wait ended
+/// normally and aborted the process.
+#[test]
+fn waits_during_a_panic_end_normally() {
+    in_child_process("waits_during_a_panic_end_normally", || {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let count = AtomicUsize::new(0);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _joins = JoinsOnDrop(&pool, &count);
+            panic!("the frame failed");
+        }));
+        assert!(caught.is_err());
+        assert_eq!(count.load(Ordering::SeqCst), 4);
+
+        let joined = Arc::new(AtomicUsize::new(0));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let pool = Pool::builder().threads(0).build().unwrap();
+            for _ in 0..8 {
+                let (joined, handle) = (joined.clone(), pool.handle());
+                drop(pool.spawn(Lane::Normal, move || {
+                    let (a, b) = handle.join(|| 1, || 1);
+                    joined.fetch_add(a + b, Ordering::SeqCst);
+                }));
+            }
+            panic!("the level failed to load");
+        }));
+        assert!(caught.is_err());
+        assert_eq!(joined.load(Ordering::SeqCst), 16, "every queued task ran");
+    });
 }

@@ -708,7 +708,7 @@ impl Inner {
     }
 
     fn thread_main(self: Arc<Self>) {
-        let _abort = AbortOnUnwind("inside a blocking thread's loop");
+        let _abort = AbortOnUnwind::new("inside a blocking thread's loop");
         CURRENT_POOL.with(|p| p.set(Arc::as_ptr(&self) as usize));
         /// Forgets the pool when the loop returns: a thread that a custom
         /// spawner keeps must not pass for a thread of a later pool at the

@@ -173,11 +173,15 @@ pub struct FrameError {
 impl FrameError {
     /// Re-raises the first panicked node's panic (in declaration order) on
     /// the calling thread, with its own payload.
+    /// The other nodes' payloads are dropped before the unwind starts, where
+    /// a panic of a payload's destructor is caught.
     pub fn resume_unwind(mut self) -> ! {
         if self.panicked.is_empty() {
             std::panic::resume_unwind(Box::new(self.to_string()));
         }
-        self.panicked.swap_remove(0).resume_unwind()
+        let first = self.panicked.swap_remove(0);
+        crate::pool::spawn::drop_quietly(self);
+        first.resume_unwind()
     }
 }
 

@@ -276,7 +276,9 @@ impl<C: ?Sized + Sync> TaskGraph<C> {
     /// frame, and returns when every node has finished (or been skipped).
     /// The calling thread takes part (see the module docs), so this is a
     /// wait on the pool: it panics inside
-    /// [`forbid_waits`](crate::forbid_waits).
+    /// [`forbid_waits`](crate::forbid_waits), and, like
+    /// [`JoinHandle::join`](crate::JoinHandle::join), may run other tasks of
+    /// the pool.
     ///
     /// Allocates nothing once the first frame has run, unless a node
     /// panics: then the error lists the panicked and skipped nodes.

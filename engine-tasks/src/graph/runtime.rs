@@ -534,7 +534,8 @@ impl Runtime {
         // From the claim on, the graph must outlive the queued helpers, and
         // a claimed guest slot be entered and given back: a panic until
         // `run_nodes` returns aborts (module docs).
-        let queued = planned.then(|| AbortOnUnwind("while a planned frame's helpers were queued"));
+        let queued =
+            planned.then(|| AbortOnUnwind::new("while a planned frame's helpers were queued"));
         // Planned only if this thread will walk list 0: every node runs
         // because the frame's thread walks to the end (`planned.rs`). A
         // failed claim (the guest slot held) runs the frame queued, its
@@ -685,7 +686,7 @@ impl Runtime {
         });
         // SAFETY: from here on the frame only shares the graph.
         let shared = unsafe { graph.as_ref() };
-        let _guard = AbortOnUnwind("while task-graph nodes were queued");
+        let _guard = AbortOnUnwind::new("while task-graph nodes were queued");
         let (sharing, ran_alone) = match alone {
             Some(plan) => {
                 let rule = hand_over(local, shared.timed);

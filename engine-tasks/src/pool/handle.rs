@@ -1,7 +1,7 @@
 //! The public pool: spawning, structured parallelism, statistics and
 //! shutdown. Its configuration is in `builder.rs`.
 
-use crate::faults::{self, Site};
+use crate::faults;
 use crate::lane::Lane;
 use crate::pool::builder::PoolBuilder;
 use crate::pool::cancel::CancellationToken;
@@ -63,7 +63,9 @@ impl<F> std::error::Error for SpawnError<F> {}
 /// stops accepting `spawn`s, runs every task already queued, and joins every
 /// thread. Dropped inside one of the pool's own tasks, it joins no thread
 /// (one may be waiting for that task): the workers run what is queued and
-/// exit on their own, and tasks may still be running when the drop returns.
+/// exit on their own, and tasks may still be running when the drop returns;
+/// an outside thread waiting in the pool as its guest runs what is left in
+/// its own queues before its wait returns.
 /// The same inside a task of another pool (a task of this one may wait on
 /// that pool's work, which the dropping thread may be the one to run). Inside
 /// [`forbid_waits`](crate::forbid_waits) the drop panics and does not shut
@@ -290,7 +292,7 @@ impl PoolHandle {
                 // The pool may shut down from here on and its drop return:
                 // a worker's loop still runs what it pushed, and a guest
                 // runs it as it leaves the slot (`worker::in_guest_slot`).
-                faults::maybe_pause(Site::SpawnPush);
+                faults::maybe_pause_before_push();
                 local.push(lane, task);
                 None
             }
@@ -347,7 +349,7 @@ impl PoolHandle {
         let inside = worker::with_current(|local| match local {
             Some(local) if std::ptr::eq(local.shared, &**shared) => {
                 // See `spawn_cell`.
-                faults::maybe_pause(Site::SpawnPush);
+                faults::maybe_pause_before_push();
                 local.push_batch(lane, cells.iter().map(SpawnCell::task_ref));
                 true
             }

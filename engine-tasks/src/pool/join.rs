@@ -112,7 +112,7 @@ impl Local<'_> {
         }
         // From here until b has run, `job` may be in a queue: unwinding out
         // of this frame would free it under a thief.
-        let guard = AbortOnUnwind("while a join half was queued");
+        let guard = AbortOnUnwind::new("while a join half was queued");
         let result_b = loop {
             if job.latch.is_set() {
                 // A thief ran b, or a wait further down the stack popped it.
@@ -169,7 +169,7 @@ where
             // SAFETY: as in `Local::join`: we wait for the latch below
             // before `job` goes out of scope, even if `a` panics.
             shared.inject_structured(lane, unsafe { job.task_ref() });
-            let guard = AbortOnUnwind("while a join half was queued");
+            let guard = AbortOnUnwind::new("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
             crate::pool::wait::wait_without_slot(shared, &job.latch, None);
             drop(guard);

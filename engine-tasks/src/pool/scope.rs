@@ -273,7 +273,7 @@ where
         let floor = || Lane::ALL[usize::from(scope.lowest_lane.load(Ordering::Relaxed))];
         // Tasks borrowing `scope` may still be queued: no unwinding until
         // they have all run.
-        let guard = AbortOnUnwind("while scope tasks were queued");
+        let guard = AbortOnUnwind::new("while scope tasks were queued");
         match local {
             Some(local) => local.wait_scope(&scope.latch, floor, &scope.inbox, lane),
             None => crate::pool::wait::wait_without_slot(shared, &scope.latch, Some(&scope.inbox)),

@@ -256,6 +256,9 @@ impl<T> JoinHandle<T> {
     /// may itself wait on work of that pool. In a pool without a worker
     /// thread (none configured or started yet, every start failed, or shut
     /// down) a waiting thread runs tasks of every lane: nothing else would.
+    /// A guest whose pool was shut down while it waited (by a drop inside
+    /// one of the pool's tasks) runs what is left in the guest slot's
+    /// queues, the tasks it spawned among them, before it returns.
     pub fn join(self) -> Result<T, JoinError> {
         forbid_waits::check("`JoinHandle::join`");
         let latch = self.cell.latch();

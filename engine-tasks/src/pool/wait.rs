@@ -10,9 +10,10 @@
 //! target: do not wait while holding a lock that other tasks take (code
 //! that must not wait runs inside `forbid_waits.rs`'s regions). In a
 //! pool with no worker (none configured, every start failed, or shut
-//! down) it runs every lane: nothing else would. A thread that waited as
-//! the guest of a pool that has shut down meanwhile runs every task left
-//! in the pool before its call returns (`worker::in_guest_slot`).
+//! down) it runs every lane: nothing else would. An outside thread whose
+//! call on a pool (a wait, or a graph frame) used the pool's guest slot,
+//! and found the pool shut down meanwhile, runs the tasks left in that
+//! slot's own queues before its call returns (`worker::in_guest_slot`).
 //!
 //! A thread of one pool that waits on a task of another (a worker of pool A
 //! joins a task of pool B) waits without a slot in B and keeps running A's

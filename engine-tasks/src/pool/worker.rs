@@ -275,11 +275,29 @@ impl<'a> Local<'a> {
     // ----- running -----
 
     /// Runs tasks from anywhere in the pool, every lane, until it finds
-    /// none: a shut-down pool's last runs (`drain`, a guest leaving).
+    /// none: a shut-down pool's last runs (`drain`).
     fn run_until_empty(&self) {
         while let Some(found) = self.find_task(Lane::Background, true) {
             self.run_found(found);
         }
+    }
+
+    /// Runs the tasks in this slot's own queues, every lane, until they are
+    /// empty, with the slot entered: the guest leaving a pool that shut
+    /// down (`in_guest_slot`). Tasks another thread is moving out of them
+    /// (a steal under way) are that thread's to run.
+    #[cold]
+    #[inline(never)]
+    fn run_own_queues(&self) {
+        self.enter(|| 'next: loop {
+            for lane in Lane::ALL {
+                if let Some(task) = self.pop_local(lane) {
+                    self.run_task(task, lane);
+                    continue 'next;
+                }
+            }
+            return;
+        });
     }
 
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
@@ -592,10 +610,13 @@ fn in_guest_slot<R>(shared: &Shared, f: impl FnOnce(Option<&Local<'_>>) -> R) ->
         // after the pool's drop ran the queues and its workers left (a drop
         // inside one of the pool's own tasks waits for no guest): no other
         // thread would run that task. So the guest of a shut-down pool runs
-        // what is left, as the drop would have, before it gives the slot
-        // back; outside the caught panic, so that the tasks' own waits do
-        // not run while this thread unwinds.
-        local.enter(|| local.run_until_empty());
+        // what is left in its own queues, as the drop would have, before it
+        // gives the slot back; outside the caught panic, so that the tasks'
+        // own waits do not run while this thread unwinds. (Ordering: the
+        // push, then `notify`'s SeqCst fence, then this load; `close`'s
+        // fence pairs with it, so either this sees the shutdown or the
+        // drop's drain sees the push.)
+        local.run_own_queues();
     }
     match result {
         Ok(value) => value,
@@ -623,19 +644,43 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     f(unsafe { current.as_ref() })
 }
 
-/// Aborts the process if it is dropped during a panic. Guards code in which
-/// unwinding would be unsound or would lose tasks: a worker's loop, and the
-/// span in which a `join` half or scope task on the caller's stack may still
-/// be queued. User closures run inside `catch_unwind`, so only a panic from
-/// the scheduler itself (or a user destructor it cannot report) gets here.
-pub(crate) struct AbortOnUnwind(pub(crate) &'static str);
+/// Aborts the process if it is dropped during a panic that began after it
+/// was made. Guards code in which unwinding would be unsound or would lose
+/// tasks: a worker's loop, and the span in which a `join` half or scope
+/// task on the caller's stack may still be queued. User closures run inside
+/// `catch_unwind`, so only a panic from the scheduler itself (or a user
+/// destructor it cannot report) gets here.
+///
+/// A guard made while the thread is already unwinding (a `join` or a
+/// `scope` in a destructor that runs during a panic, or a pool dropped
+/// then, whose queued tasks wait in turn) is not armed: `panicking()` is
+/// true for all of its life, and would abort a wait that ended normally.
+/// A panic out of the scheduler there goes unguarded; out of a destructor
+/// during unwinding, Rust aborts it anyway unless the destructor catches
+/// it.
+pub(crate) struct AbortOnUnwind {
+    what: &'static str,
+    armed: bool,
+}
+
+impl AbortOnUnwind {
+    /// A guard that aborts with `what` in its message.
+    #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
+    pub(crate) fn new(what: &'static str) -> Self {
+        AbortOnUnwind {
+            what,
+            armed: !std::thread::panicking(),
+        }
+    }
+}
 
 impl Drop for AbortOnUnwind {
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            abort_with(self.0);
+        if self.armed && std::thread::panicking() {
+            abort_with(self.what);
         }
     }
 }
@@ -650,7 +695,7 @@ fn abort_with(reason: &str) -> ! {
 /// Body of worker thread `index`; it starts as the searcher (the notifier
 /// that spawned it handed over its token).
 pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
-    let _abort = AbortOnUnwind("inside a worker thread's scheduler loop");
+    let _abort = AbortOnUnwind::new("inside a worker thread's scheduler loop");
     instrument::thread_started(std::thread::current().name().unwrap_or("engine-worker"));
     // Wake-ups of this thread are steered off their waker's CPU
     // (placement.rs).

@@ -636,7 +636,10 @@ fn next_slot(requests: &mut Requests) -> u64 {
 /// A loader's panic as the load's error, with the panic's message.
 fn loader_panicked(payload: Box<dyn Any + Send>) -> AssetErrorKind {
     let message = panic_message(&*payload).unwrap_or("a panic whose payload is not a string");
-    AssetErrorKind::LoaderPanicked(message.to_owned())
+    let kind = AssetErrorKind::LoaderPanicked(message.to_owned());
+    // Its drop may panic too; the load still ends as the loader's panic.
+    crate::pool::spawn::drop_quietly(payload);
+    kind
 }
 
 /// A typed load between its read and its end, which must end it exactly
