@@ -708,7 +708,7 @@ impl Inner {
     }
 
     fn thread_main(self: Arc<Self>) {
-        let _abort = AbortOnUnwind::new("inside a blocking thread's loop");
+        let abort = AbortOnUnwind::new("inside a blocking thread's loop");
         CURRENT_POOL.with(|p| p.set(Arc::as_ptr(&self) as usize));
         /// Forgets the pool when the loop returns: a thread that a custom
         /// spawner keeps must not pass for a thread of a later pool at the
@@ -736,13 +736,17 @@ impl Inner {
             }
             match self.wait_for_work(state) {
                 Some(guard) => state = guard,
-                None => return,
+                None => {
+                    abort.done();
+                    return;
+                }
             }
         }
         state.threads -= 1;
         self.sync_counts(&state);
         drop(state);
         self.exited.notify_all();
+        abort.done();
     }
 
     /// Waits up to the keep-alive for a notification. Returns the lock to

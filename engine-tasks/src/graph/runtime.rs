@@ -107,7 +107,7 @@ struct FrameStart {
     /// In a planned frame, the pool slot claimed for this thread.
     slot: Option<SlotClaim>,
     /// In a planned frame, aborts on a panic until its helpers have left
-    /// (`run_frame` drops it after `run_nodes`).
+    /// (`run_frame` ends it with `done` after `run_nodes`).
     queued: Option<AbortOnUnwind>,
     /// Read only when the tick rate wants a reading (`TickRate`).
     started: Option<Instant>,
@@ -459,7 +459,9 @@ impl Runtime {
             self.run_nodes(pool_shared, &start)
         };
         // The helpers left and the slot was given back.
-        start.queued = None;
+        if let Some(queued) = start.queued.take() {
+            queued.done();
+        }
         self.ran_alone = ran_alone;
         // A forecast of the next graph's frame counts from here on.
         pool_shared.next_frame.frame_ending(clock::ticks());
@@ -560,7 +562,14 @@ impl Runtime {
             number,
             lists: planned.then_some(lists),
             slot: slot.filter(|_| planned),
-            queued: queued.filter(|_| planned),
+            queued: match queued {
+                // Not planned after all: nothing was queued.
+                Some(guard) if !planned => {
+                    guard.done();
+                    None
+                }
+                queued => queued,
+            },
             started,
             start_tick,
             in_frame_wait_ticks,
@@ -686,13 +695,14 @@ impl Runtime {
         });
         // SAFETY: from here on the frame only shares the graph.
         let shared = unsafe { graph.as_ref() };
-        let _guard = AbortOnUnwind::new("while task-graph nodes were queued");
+        let guard = AbortOnUnwind::new("while task-graph nodes were queued");
         let (sharing, ran_alone) = match alone {
             Some(plan) => {
                 let rule = hand_over(local, shared.timed);
                 let ran = shared.run_alone(plan, local, rule);
                 if ran.0 == FrameSharing::Alone {
                     // It ran to its end here: nothing to announce or wait for.
+                    guard.done();
                     return ran;
                 }
                 ran
@@ -710,6 +720,7 @@ impl Runtime {
                 crate::pool::wait::wait_without_slot(pool_shared, &shared.done, Some(&shared.inbox))
             }
         }
+        guard.done();
         (sharing, ran_alone)
     }
 

@@ -130,7 +130,7 @@ impl Local<'_> {
                 None => self.wait_until(&job.latch, || lane),
             }
         };
-        drop(guard);
+        guard.done();
         finish(result_a, result_b)
     }
 }
@@ -172,7 +172,7 @@ where
             let guard = AbortOnUnwind::new("while a join half was queued");
             let result_a = panic::catch_unwind(AssertUnwindSafe(a));
             crate::pool::wait::wait_without_slot(shared, &job.latch, None);
-            drop(guard);
+            guard.done();
             finish(result_a, job.into_result())
         }
     })

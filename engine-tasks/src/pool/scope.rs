@@ -278,7 +278,7 @@ where
             Some(local) => local.wait_scope(&scope.latch, floor, &scope.inbox, lane),
             None => crate::pool::wait::wait_without_slot(shared, &scope.latch, Some(&scope.inbox)),
         }
-        drop(guard);
+        guard.done();
         let task_panic = scope.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
         // What is not re-raised is dropped first, where a panic of its
         // destructor cannot abort the unwinding process.

@@ -644,44 +644,44 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Local<'_>>) -> R) -> R {
     f(unsafe { current.as_ref() })
 }
 
-/// Aborts the process if it is dropped during a panic that began after it
-/// was made. Guards code in which unwinding would be unsound or would lose
-/// tasks: a worker's loop, and the span in which a `join` half or scope
-/// task on the caller's stack may still be queued. User closures run inside
-/// `catch_unwind`, so only a panic from the scheduler itself (or a user
-/// destructor it cannot report) gets here.
+/// Aborts the process if it is dropped: every normal way out of the region
+/// it guards ends with [`done`](Self::done), so only an unwind drops it.
+/// Guards code in which unwinding would be unsound or would lose tasks: a
+/// worker's loop, and the span in which a `join` half, a scope task or a
+/// frame's nodes on the caller's stack may still be queued. User closures
+/// run inside `catch_unwind`, so only a panic from the scheduler itself (or
+/// a user destructor it cannot report) gets here.
 ///
-/// A guard made while the thread is already unwinding (a `join` or a
-/// `scope` in a destructor that runs during a panic, or a pool dropped
-/// then, whose queued tasks wait in turn) is not armed: `panicking()` is
-/// true for all of its life, and would abort a wait that ended normally.
-/// A panic out of the scheduler there goes unguarded; out of a destructor
-/// during unwinding, Rust aborts it anyway unless the destructor catches
-/// it.
-pub(crate) struct AbortOnUnwind {
-    what: &'static str,
-    armed: bool,
-}
+/// It does not ask `std::thread::panicking()`: a wait made while the thread
+/// already unwinds (a `join` or `scope` in a destructor that runs during a
+/// panic, or a pool dropped then, whose queued tasks wait in turn) sees
+/// `true` all along and ends normally, while a scheduler panic there may
+/// still be caught further down (every task body runs in a
+/// `catch_unwind`, and so does a guest's call), freeing a queued half
+/// under a thief.
+#[must_use = "a guard dropped at once aborts; end its region with `done`"]
+pub(crate) struct AbortOnUnwind(&'static str);
 
 impl AbortOnUnwind {
     /// A guard that aborts with `what` in its message.
     #[inline]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     pub(crate) fn new(what: &'static str) -> Self {
-        AbortOnUnwind {
-            what,
-            armed: !std::thread::panicking(),
-        }
+        AbortOnUnwind(what)
+    }
+
+    /// The guarded region ended normally.
+    #[inline]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
+    pub(crate) fn done(self) {
+        std::mem::forget(self);
     }
 }
 
 impl Drop for AbortOnUnwind {
     #[inline]
-    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
     fn drop(&mut self) {
-        if self.armed && std::thread::panicking() {
-            abort_with(self.what);
-        }
+        abort_with(self.0);
     }
 }
 
@@ -695,7 +695,7 @@ fn abort_with(reason: &str) -> ! {
 /// Body of worker thread `index`; it starts as the searcher (the notifier
 /// that spawned it handed over its token).
 pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
-    let _abort = AbortOnUnwind::new("inside a worker thread's scheduler loop");
+    let abort = AbortOnUnwind::new("inside a worker thread's scheduler loop");
     instrument::thread_started(std::thread::current().name().unwrap_or("engine-worker"));
     // Wake-ups of this thread are steered off their waker's CPU
     // (placement.rs).
@@ -717,6 +717,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
     // A push turned away while this thread held the token is passed on.
     local.leave_search();
     placement.unregister_current_thread();
+    abort.done();
 }
 
 /// Runs every task still queued anywhere in the pool on this thread; used by
