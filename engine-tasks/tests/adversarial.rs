@@ -991,6 +991,24 @@ impl Drop for ThrowsBomb {
     }
 }
 
+/// A task body that waits for its release, then returns a [`ThrowsBomb`]
+/// that raises `dropped`; and the release. Released after its handle is
+/// dropped, the task's thread drops the result.
+fn a_bomb_result(
+    dropped: &Arc<AtomicBool>,
+) -> (
+    impl FnOnce() -> ThrowsBomb + Send + 'static,
+    mpsc::Sender<()>,
+) {
+    let result = ThrowsBomb(dropped.clone());
+    let (release, released) = mpsc::channel::<()>();
+    let body = move || {
+        released.recv().unwrap();
+        result
+    };
+    (body, release)
+}
+
 fn until_raised(flag: &AtomicBool) {
     while !flag.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(1));
@@ -1022,15 +1040,8 @@ fn payloads_whose_drop_panics_never_reach_the_scheduler() {
             assert!(dropped.load(Ordering::SeqCst));
 
             let dropped = Arc::new(AtomicBool::new(false));
-            let result = ThrowsBomb(dropped.clone());
-            let (release, released) = mpsc::channel::<()>();
-            let detached = pool
-                .spawn(Lane::Normal, move || {
-                    released.recv().unwrap();
-                    result
-                })
-                .unwrap();
-            drop(detached);
+            let (body, release) = a_bomb_result(&dropped);
+            drop(pool.spawn(Lane::Normal, body).unwrap());
             release.send(()).unwrap();
             until_raised(&dropped);
 
@@ -1065,15 +1076,8 @@ fn payloads_whose_drop_panics_never_reach_the_scheduler() {
 
             let blocking = BlockingPool::builder().cap(1).build().unwrap();
             let dropped = Arc::new(AtomicBool::new(false));
-            let result = ThrowsBomb(dropped.clone());
-            let (release, released) = mpsc::channel::<()>();
-            let detached = blocking
-                .spawn(move || {
-                    released.recv().unwrap();
-                    result
-                })
-                .unwrap();
-            drop(detached);
+            let (body, release) = a_bomb_result(&dropped);
+            drop(blocking.spawn(body).unwrap());
             release.send(()).unwrap();
             until_raised(&dropped);
             assert_eq!(blocking.spawn(|| 5).unwrap().wait().unwrap(), 5);

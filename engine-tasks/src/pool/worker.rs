@@ -284,8 +284,11 @@ impl<'a> Local<'a> {
 
     /// Runs the tasks in this slot's own queues, every lane, until they are
     /// empty, with the slot entered: the guest leaving a pool that shut
-    /// down (`in_guest_slot`). Tasks another thread is moving out of them
-    /// (a steal under way) are that thread's to run.
+    /// down (`in_guest_slot`). A thief moving tasks out of the ring runs
+    /// them; one that holds the overflow queue's lock takes at most half a
+    /// ring's worth and one more, and any rest would wait in the overflow
+    /// (it takes more than 129 tasks there at the shutdown, and a steal at
+    /// that moment).
     #[cold]
     #[inline(never)]
     fn run_own_queues(&self) {
