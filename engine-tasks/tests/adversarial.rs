@@ -1087,6 +1087,95 @@ fn payloads_whose_drop_panics_never_reach_the_scheduler() {
     );
 }
 
+/// A thread-spawn function that panics with a [`Bomb`].
+fn spawns_a_bomb(
+    _: engine_tasks::ThreadSpec,
+    _: Box<dyn FnOnce() + Send>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::panic::panic_any(Bomb)
+}
+
+/// The other places where a panic's payload ends up with the engine, not
+/// with the code that caught the panic: the other nodes' payloads of a
+/// failed frame, a thread-spawn function's panic (pool and blocking pool),
+/// and a blocking task's continuation that had to run where nobody waits
+/// for it. Each payload is a [`Bomb`]; the engine drops it and its panic
+/// quietly, and goes on. (A loader's panic is in `asset_loaders.rs`.)
+#[test]
+fn the_engines_other_payload_drops_are_quiet_too() {
+    in_child_process("the_engines_other_payload_drops_are_quiet_too", || {
+        use engine_tasks::{NodeContext, TaskGraph};
+        let pool = Pool::builder().threads(1).build().unwrap();
+
+        // Two nodes of a frame panic: one payload is re-raised, the other
+        // dropped before the unwind.
+        let mut b = TaskGraph::<()>::builder();
+        for name in ["a", "b"] {
+            b.node(name, Lane::Normal, |_: &NodeContext<'_, ()>| {
+                std::panic::panic_any(Bomb)
+            });
+        }
+        let mut graph = b.build().unwrap();
+        let failed = graph.run(&pool, &()).expect_err("both nodes panicked");
+        assert_eq!(failed.panicked.len(), 2);
+        let resumed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| failed.resume_unwind()));
+        let first = resumed.expect_err("the first node's panic is re-raised");
+        assert!(first.is::<Bomb>());
+        std::mem::forget(first);
+
+        // A pool whose thread starts panic still runs its tasks, on the
+        // threads that wait for them.
+        let no_threads = Pool::builder()
+            .threads(1)
+            .spawn_with(spawns_a_bomb)
+            .build()
+            .unwrap();
+        assert_eq!(
+            no_threads
+                .spawn(Lane::Normal, || 7)
+                .unwrap()
+                .join()
+                .unwrap(),
+            7
+        );
+        assert!(no_threads.stats().spawn_failures >= 1);
+
+        // A blocking pool's: the task comes back with the refusal.
+        let no_blocking_threads = BlockingPool::builder()
+            .spawn_with(spawns_a_bomb)
+            .build()
+            .unwrap();
+        let refused = no_blocking_threads.spawn(|| 5).unwrap_err();
+        assert_eq!((refused.into_inner())(), 5);
+        assert!(no_blocking_threads.metrics().spawn_failures >= 1);
+
+        // A continuation whose pool is gone runs where the task ended (the
+        // blocking thread, or here if it had ended already), and panics.
+        let blocking = BlockingPool::builder().cap(1).build().unwrap();
+        let gone = {
+            let pool = Pool::builder().threads(1).build().unwrap();
+            pool.handle()
+        };
+        let ran = Arc::new(AtomicBool::new(false));
+        for _ in 0..2 {
+            ran.store(false, Ordering::SeqCst);
+            let flag = ran.clone();
+            blocking
+                .spawn(|| 1)
+                .unwrap()
+                .then(&gone, Lane::Normal, move |result| {
+                    assert_eq!(result.unwrap(), 1);
+                    flag.store(true, Ordering::SeqCst);
+                    std::panic::panic_any(Bomb)
+                });
+            until_raised(&ran);
+        }
+        assert_eq!(blocking.spawn(|| 5).unwrap().wait().unwrap(), 5);
+        assert_eq!(pool.spawn(Lane::Normal, || 7).unwrap().join().unwrap(), 7);
+    });
+}
+
 /// Joins on drop, as a game's system might when it is torn down.
 struct JoinsOnDrop<'a>(&'a Pool, &'a AtomicUsize);
 
@@ -1134,5 +1223,58 @@ fn waits_during_a_panic_end_normally() {
         }));
         assert!(caught.is_err());
         assert_eq!(joined.load(Ordering::SeqCst), 16, "every queued task ran");
+
+        // A graph's frame in a destructor, in each way a frame runs: alone
+        // on this thread, and shared with the pool.
+        for share in [false, true] {
+            let mut graph = a_graph_of_joins(share);
+            let nodes = AtomicUsize::new(0);
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _runs = RunsAFrameOnDrop(&pool, &mut graph, &nodes);
+                panic!("the level was unloaded");
+            }));
+            assert!(caught.is_err());
+            assert_eq!(
+                nodes.load(Ordering::SeqCst),
+                8 * 2,
+                "every node ran and joined"
+            );
+        }
     });
+}
+
+/// Eight independent nodes that each `join`, counting into the frame's data;
+/// `share`: every frame is shared with the pool, else run alone.
+fn a_graph_of_joins(share: bool) -> engine_tasks::TaskGraph<AtomicUsize> {
+    use engine_tasks::{NodeContext, TaskGraph};
+    let mut b = TaskGraph::<AtomicUsize>::builder();
+    for i in 0..8 {
+        b.node(
+            format!("node {i}"),
+            Lane::Normal,
+            |cx: &NodeContext<'_, AtomicUsize>| {
+                let (a, b) = cx.pool().join(|| 1, || 1);
+                cx.data().fetch_add(a + b, Ordering::SeqCst);
+            },
+        );
+    }
+    if share {
+        b.share_above(Duration::ZERO, Duration::ZERO);
+    } else {
+        b.share_above(Duration::MAX, Duration::MAX);
+    }
+    b.build().unwrap()
+}
+
+/// Runs a frame of its graph on drop, as a game's teardown might.
+struct RunsAFrameOnDrop<'a>(
+    &'a Pool,
+    &'a mut engine_tasks::TaskGraph<AtomicUsize>,
+    &'a AtomicUsize,
+);
+
+impl Drop for RunsAFrameOnDrop<'_> {
+    fn drop(&mut self) {
+        self.1.run(self.0, self.2).expect("no node panicked");
+    }
 }

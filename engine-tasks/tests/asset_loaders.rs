@@ -545,8 +545,19 @@ fn a_file_that_grows_while_it_is_read_ends_once_within_the_limit() {
     });
 }
 
-/// Panics while loading (`boom`) or in its second step (`late`).
+/// Panics while loading (`boom`) or in its second step (`late`); `bomb`
+/// panics with a [`Bomb`], whose own drop panics.
 struct Panicky;
+
+/// A panic payload whose drop panics too: the streamer drops it as it turns
+/// the loader's panic into the load's error.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("a loader's panic payload panicked as it dropped");
+    }
+}
 
 struct PanicSteps;
 
@@ -574,6 +585,7 @@ impl AssetLoader for Panicky {
     ) -> Result<Decode<u8, Self::Error>, Self::Error> {
         match bytes.as_slice() {
             b"boom" => panic!("a loader bug"),
+            b"bomb" => std::panic::panic_any(Bomb),
             b"late" => Ok(Decode::Steps(Box::new(PanicSteps))),
             _ => Ok(Decode::Done(bytes.len() as u8)),
         }
@@ -585,6 +597,7 @@ fn a_panicking_loader_ends_its_requests_with_the_panic_message() {
     within_watchdog("panicking loader", || {
         let rig = Rig::new("panic", StreamerConfig::default(), |dir| {
             dir.write("boom.panic", "boom");
+            dir.write("bomb.panic", "bomb");
             dir.write("late.panic", "late");
             dir.write("fine.panic", "fine!");
         });
@@ -592,12 +605,14 @@ fn a_panicking_loader_ends_its_requests_with_the_panic_message() {
         let boom = rig.streamer.load::<u8>("boom.panic", 0);
         let boom_too = rig.streamer.load::<u8>("boom.panic", 0);
         let late = rig.streamer.load::<u8>("late.panic", 0);
+        let bomb = rig.streamer.load::<u8>("bomb.panic", 0);
         let o = rig.outcomes();
-        assert_eq!(o.len(), 3, "one event per request");
+        assert_eq!(o.len(), 4, "one event per request");
         for (h, said) in [
             (&boom, "a loader bug"),
             (&boom_too, "a loader bug"),
             (&late, "a loader bug, in a step"),
+            (&bomb, "a panic whose payload is not a string"),
         ] {
             match &o[&h.id().0] {
                 Err(AssetErrorKind::LoaderPanicked(message)) => assert_eq!(message, said),
