@@ -16,7 +16,11 @@
 //! with the session's capacity and never grown, so memory is bounded by
 //! threads x capacity. The capacity is at most [`MAX_CAPACITY`]; a thread
 //! whose buffer cannot be allocated records nothing (its events count as
-//! dropped) instead of aborting the process. Only the owning thread writes: it fills the next slot,
+//! dropped) instead of aborting the process. The session, then the
+//! [`Timeline`] that [`stop`] returns, owns the buffers; a thread keeps only
+//! a weak reference to its own, so dropping the `Timeline` frees them all,
+//! even on threads that live on and record nothing more (a span still
+//! open holds its buffer until it ends). Only the owning thread writes: it fills the next slot,
 //! then publishes it by storing the new length (Release); readers load the
 //! length (Acquire) and read only published slots. No lock is taken on the
 //! recording path after a thread's first event.
@@ -38,7 +42,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 /// Events per thread per session unless [`start_with_capacity`] says
@@ -231,7 +235,9 @@ impl ThreadBuffer {
 }
 
 thread_local! {
-    static BUFFER: RefCell<Option<Arc<ThreadBuffer>>> = const { RefCell::new(None) };
+    /// This thread's buffer in the latest session it recorded in; weak, so
+    /// that the buffer goes with its `Timeline` (module docs).
+    static BUFFER: RefCell<Weak<ThreadBuffer>> = const { RefCell::new(Weak::new()) };
     static TID: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -253,8 +259,8 @@ fn buffer() -> Option<Arc<ThreadBuffer>> {
     BUFFER
         .try_with(|slot| {
             let mut slot = slot.borrow_mut();
-            if let Some(buffer) = slot.as_ref().filter(|b| b.session == session) {
-                return Some(buffer.clone());
+            if let Some(buffer) = slot.upgrade().filter(|b| b.session == session) {
+                return Some(buffer);
             }
             let mut current = sessions().lock().unwrap_or_else(|e| e.into_inner());
             let current = current.as_mut().filter(|s| s.number == session)?;
@@ -270,7 +276,7 @@ fn buffer() -> Option<Arc<ThreadBuffer>> {
                 dropped: AtomicU64::new(0),
             });
             current.buffers.push(buffer.clone());
-            *slot = Some(buffer.clone());
+            *slot = Arc::downgrade(&buffer);
             Some(buffer)
         })
         .ok()
