@@ -285,10 +285,11 @@ impl<'a> Local<'a> {
     /// Runs the tasks in this slot's own queues, every lane, until they are
     /// empty, with the slot entered: the guest leaving a pool that shut
     /// down (`in_guest_slot`). A thief moving tasks out of the ring runs
-    /// them; one that holds the overflow queue's lock takes at most half a
-    /// ring's worth and one more, and any rest would wait in the overflow
-    /// (it takes more than 129 tasks there at the shutdown, and a steal at
-    /// that moment).
+    /// them. One that holds an overflow queue's lock takes at most half a
+    /// ring's worth and one more, and this thread's `try_lock` fails
+    /// meanwhile, so it yields until that queue is empty or its own again.
+    /// That ends: only this slot's owner, this thread, pushes to its
+    /// overflow queues, and a thief lets go once it has taken its share.
     #[cold]
     #[inline(never)]
     fn run_own_queues(&self) {
@@ -299,7 +300,15 @@ impl<'a> Local<'a> {
                     continue 'next;
                 }
             }
-            return;
+            // `len` is never below the true count, and is exact once no
+            // consumer holds the lock (`sync/queue.rs`).
+            if Lane::ALL
+                .iter()
+                .all(|&lane| self.queues(lane).overflow.is_empty())
+            {
+                return;
+            }
+            std::thread::yield_now();
         });
     }
 
@@ -744,5 +753,53 @@ pub(crate) fn drain(shared: &Shared) {
         if !run_one_unowned(shared) {
             std::thread::yield_now();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::Pool;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// The guest of a pool that shut down runs every task left in its own
+    /// queues before it leaves, also those in an overflow queue whose lock
+    /// a thief holds at that moment. Before, it left them there, and with
+    /// the workers gone nobody ran them.
+    #[test]
+    fn a_guest_leaving_a_shut_down_pool_waits_out_a_thief_on_its_overflow() {
+        const TASKS: usize = 3 * crate::sync::ring::CAPACITY;
+        let pool = Pool::builder().threads(0).build().unwrap();
+        let shared = pool.shared();
+        let ran = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            assert!(shared.try_take_guest());
+            in_guest_slot(shared, |local| {
+                assert!(local.is_some(), "the guest slot");
+                for _ in 0..TASKS {
+                    let ran = ran.clone();
+                    drop(pool.spawn(Lane::Normal, move || {
+                        // Relaxed: read after the scope joined every thread.
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    }));
+                }
+                let guest = &shared.slots[shared.guest_index()];
+                let overflow = &guest.lanes[Lane::Normal.index()].overflow;
+                assert!(!overflow.is_empty(), "the ring overflowed");
+                let (locked, held) = mpsc::channel();
+                s.spawn(move || {
+                    let thief = overflow.try_lock().expect("nobody else takes it");
+                    locked.send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    drop(thief);
+                });
+                held.recv().unwrap();
+                shared.shutdown_and_join();
+            });
+        });
+        // Relaxed: the tasks ran on this thread.
+        assert_eq!(ran.load(Ordering::Relaxed), TASKS);
     }
 }
