@@ -159,35 +159,78 @@ fn cancelling_a_shared_load_cancels_it_only_for_its_caller() {
     });
 }
 
+/// Small files stay within the budget together; a file over it loads
+/// alone, with nothing else undecoded beside it.
 #[test]
 fn the_byte_budget_bounds_undecoded_bytes_and_still_loads_a_larger_file() {
     within_watchdog("byte budget", || {
         const BUDGET: u64 = 64 * 1024;
+        const SMALL: usize = 20 * 1024;
+        const HUGE: usize = 300 * 1024;
         let config = StreamerConfig::default()
             .max_reads_in_flight(4)
             .max_undecoded_bytes(BUDGET);
         let rig = Rig::new("budget", config, |dir| {
-            for i in 0..24 {
-                dir.write(&format!("f{i}.bin"), vec![i as u8; 20 * 1024]);
+            for i in 0..32 {
+                dir.write(&format!("f{i}.bin"), vec![i as u8; SMALL]);
             }
-            dir.write("huge.bin", vec![7u8; 300 * 1024]);
+            dir.write("huge.bin", vec![7u8; HUGE]);
+            dir.write("held.gate", vec![0u8; 1000]);
         });
-        let handles: Vec<_> = (0..24)
+        // Only small files: at most three of them (60 KiB) undecoded at once.
+        let small: Vec<_> = (0..24)
             .map(|i| rig.streamer.load::<Vec<u8>>(format!("f{i}.bin"), 0))
             .collect();
-        let huge = rig.streamer.load::<Vec<u8>>("huge.bin", 0);
         let outcomes = rig.outcomes();
-        assert_eq!(outcomes.len(), 25);
+        assert_eq!(outcomes.len(), 24);
         assert!(outcomes.values().all(Result::is_ok));
-        for (i, handle) in handles.iter().enumerate() {
-            assert_eq!(*loaded(handle), vec![i as u8; 20 * 1024]);
+        for (i, handle) in small.iter().enumerate() {
+            assert_eq!(*loaded(handle), vec![i as u8; SMALL]);
         }
-        assert_eq!(loaded(&huge).len(), 300 * 1024);
         let p = rig.streamer.progress();
         assert!(
-            p.peak_undecoded_bytes <= 300 * 1024,
-            "peak {} over the largest file",
+            p.peak_undecoded_bytes <= BUDGET,
+            "peak {} over the budget of {BUDGET} with small files only",
             p.peak_undecoded_bytes
+        );
+        assert!(p.peak_undecoded_bytes >= SMALL as u64);
+
+        // The huge file requested while a small one is held undecoded (its
+        // decode waits at a gate), with more small files behind it: it is
+        // read only once nothing else is undecoded, and nothing is read
+        // beside it, so the peak is the huge file alone.
+        let gate = Gate::default();
+        rig.streamer.register(gate.clone());
+        let held = rig.streamer.load::<u32>("held.gate", 0);
+        wait_for("the gated decode", || {
+            gate.entered.load(Ordering::SeqCst) == 1
+        });
+        let huge = rig.streamer.load::<Vec<u8>>("huge.bin", 0);
+        let more: Vec<_> = (24..32)
+            .map(|i| rig.streamer.load::<Vec<u8>>(format!("f{i}.bin"), 0))
+            .collect();
+        let read_before = rig.streamer.progress().bytes_read;
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(2));
+            assert_eq!(
+                rig.streamer.progress().bytes_read,
+                read_before,
+                "a file was read beside the held one, past the budget"
+            );
+        }
+        gate.open();
+        let outcomes = rig.outcomes();
+        assert_eq!(outcomes.len(), 10);
+        assert!(outcomes.values().all(Result::is_ok));
+        assert_eq!(*loaded(&held), 42);
+        assert_eq!(*loaded(&huge), vec![7u8; HUGE]);
+        for (i, handle) in (24..).zip(&more) {
+            assert_eq!(*loaded(handle), vec![i as u8; SMALL]);
+        }
+        let p = rig.streamer.progress();
+        assert_eq!(
+            p.peak_undecoded_bytes, HUGE as u64,
+            "the huge file was undecoded beside another"
         );
         assert_eq!(
             p.undecoded_bytes, 0,
