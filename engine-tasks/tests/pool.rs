@@ -707,3 +707,24 @@ fn dropping_a_pool_inside_a_task_of_another_pool() {
         }
     });
 }
+
+/// Joins nested deeper than the join deque holds: the halves that found it
+/// full run inline, and count as spawned and run like the others (they
+/// counted as run only).
+#[test]
+fn joins_past_the_deque_count_every_half_as_spawned_and_run() {
+    fn nest(pool: &Pool, depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let (a, b) = pool.join(|| nest(pool, depth - 1), || 1);
+        a + b
+    }
+    // No workers: no thief empties the deque, so it fills.
+    let pool = Pool::builder().threads(0).build().unwrap();
+    let depth = 400;
+    assert_eq!(nest(&pool, depth), u64::from(depth) + 1);
+    let total = pool.stats().total();
+    assert_eq!(total.spawned, u64::from(depth));
+    assert_eq!(total.executed, total.spawned);
+}

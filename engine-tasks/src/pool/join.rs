@@ -106,8 +106,9 @@ impl Local<'_> {
         let result_a = panic::catch_unwind(AssertUnwindSafe(a));
         if !queued {
             // The join deque is full (hundreds of nested joins): no
-            // parallelism for this one, b runs here.
-            self.count_inline_run(lane);
+            // parallelism for this one, b runs here, counted as spawned
+            // and run like every other half.
+            self.count_unqueued_run(lane);
             return finish(result_a, job.run_inline());
         }
         // From here until b has run, `job` may be in a queue: unwinding out

@@ -198,6 +198,15 @@ impl<'a> Local<'a> {
         self.slot.counters.lanes[lane.index()].executed.bump();
     }
 
+    /// Counts a join half that found the join deque full as spawned and
+    /// run: it runs inline at once, never queued.
+    #[cold]
+    pub(crate) fn count_unqueued_run(&self, lane: Lane) {
+        let counters = &self.slot.counters.lanes[lane.index()];
+        counters.spawned.bump();
+        counters.executed.bump();
+    }
+
     /// Counts `runs` tasks of `lane` run inline: the nodes of a frame run
     /// alone, counted once at its end (unlike `run_task`, which counts a
     /// task before it runs), so a node reading the pool's statistics sees
