@@ -196,9 +196,11 @@ fn the_byte_budget_bounds_undecoded_bytes_and_still_loads_a_larger_file() {
         assert!(p.peak_undecoded_bytes >= SMALL as u64);
 
         // The huge file requested while a small one is held undecoded (its
-        // decode waits at a gate), with more small files behind it: it is
-        // read only once nothing else is undecoded, and nothing is read
-        // beside it, so the peak is the huge file alone.
+        // decode waits at a gate), with more small files behind it (a
+        // reader may take one of those first: turns go by who reaches the
+        // budget first). The huge file is read only once nothing else is
+        // undecoded, and nothing is read beside it, so the peak is the huge
+        // file alone.
         let gate = Gate::default();
         rig.streamer.register(gate.clone());
         let held = rig.streamer.load::<u32>("held.gate", 0);
@@ -209,15 +211,10 @@ fn the_byte_budget_bounds_undecoded_bytes_and_still_loads_a_larger_file() {
         let more: Vec<_> = (24..32)
             .map(|i| rig.streamer.load::<Vec<u8>>(format!("f{i}.bin"), 0))
             .collect();
-        let read_before = rig.streamer.progress().bytes_read;
-        for _ in 0..10 {
-            std::thread::sleep(Duration::from_millis(2));
-            assert_eq!(
-                rig.streamer.progress().bytes_read,
-                read_before,
-                "a file was read beside the held one, past the budget"
-            );
-        }
+        // Give the readers time to take the requests while the held file is
+        // undecoded: a budget that let the huge file in beside it would
+        // do so now (nothing below depends on this pause).
+        std::thread::sleep(Duration::from_millis(20));
         gate.open();
         let outcomes = rig.outcomes();
         assert_eq!(outcomes.len(), 10);

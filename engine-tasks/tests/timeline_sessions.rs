@@ -5,7 +5,8 @@
 use engine_tasks::{timeline, Lane, Pool};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{mpsc, Barrier, Mutex};
+use std::time::Duration;
 
 /// Bytes allocated and not yet freed, process-wide.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -82,9 +83,10 @@ fn recording_is_on_exactly_while_a_session_is() {
 }
 
 /// Dropping a `Timeline` frees its threads' buffers, also those of threads
-/// that live on: a game that records a few seconds once keeps none of it.
-/// Before, each thread held its last buffer until it recorded in another
-/// session or exited.
+/// that live on, parked inside a span begun in the session: a game that
+/// records a few seconds once keeps none of it. Before, each thread held
+/// its last buffer until it recorded in another session or exited, and a
+/// parked worker's open span held it until the worker woke.
 #[test]
 fn dropping_a_timeline_frees_the_buffers_of_threads_that_live_on() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -92,15 +94,33 @@ fn dropping_a_timeline_frees_the_buffers_of_threads_that_live_on() {
     let pool = Pool::builder().threads(1).build().unwrap();
     // Start the worker and let every lazy allocation happen first.
     pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
-    // Relaxed: this thread's own reads; the worker's last allocation came
-    // before its task's end, which the join acquired.
+    // Relaxed: this thread's own reads; the worker's allocations before its
+    // first park are done once its task has started (below), and it makes
+    // none while parked.
     let before = LIVE.load(Ordering::Relaxed);
     timeline::start_with_capacity(EVENTS).unwrap();
-    for _ in 0..10 {
-        pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+    // A task on the worker (this thread does not wait in the pool while it
+    // runs), after which the worker parks inside a span of this session.
+    let (started, has_started) = mpsc::channel();
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let task = pool
+        .spawn(Lane::Normal, move || {
+            started.send(()).unwrap();
+            wait_for_go.recv().unwrap();
+        })
+        .unwrap();
+    has_started.recv().unwrap();
+    let parks = pool.stats().parks();
+    go.send(()).unwrap();
+    while pool.stats().parks() == parks {
+        std::thread::sleep(Duration::from_millis(1));
     }
+    // The park's count comes just before its span begins; let it begin, so
+    // that the worker sleeps inside it (the test holds either way).
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(task.is_finished());
     let recorded = timeline::stop().expect("the session ran");
-    assert!(recorded.count("task").events >= 10);
+    assert_eq!(recorded.count("task").events, 1);
     let while_held = LIVE.load(Ordering::Relaxed);
     let buffers = while_held - before;
     assert!(
@@ -112,10 +132,11 @@ fn dropping_a_timeline_frees_the_buffers_of_threads_that_live_on() {
     assert!(
         after - before < (EVENTS / 8) as isize,
         "{} of the session's {buffers} bytes are still allocated after its timeline \
-         was dropped, with the worker alive",
+         was dropped, with the worker parked",
         after - before
     );
-    // The worker, still alive, records into a new session's buffer.
+    drop(task);
+    // Recording works as before in the next session.
     timeline::start_with_capacity(EVENTS).unwrap();
     pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
     assert!(timeline::stop().unwrap().count("task").events >= 1);

@@ -771,7 +771,6 @@ mod tests {
     use crate::Pool;
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
-    use std::time::Duration;
 
     /// The guest of a pool that shut down runs every task left in its own
     /// queues before it leaves, also those in an overflow queue whose lock
@@ -798,10 +797,22 @@ mod tests {
                 let overflow = &guest.lanes[Lane::Normal.index()].overflow;
                 assert!(!overflow.is_empty(), "the ring overflowed");
                 let (locked, held) = mpsc::channel();
+                let ran_here = &ran;
                 s.spawn(move || {
                     let thief = overflow.try_lock().expect("nobody else takes it");
+                    let outside = TASKS - overflow.len();
                     locked.send(()).unwrap();
-                    std::thread::sleep(Duration::from_millis(20));
+                    // Hold the lock until the guest has run every task
+                    // outside the overflow queue, so that it meets the lock
+                    // (or, should that never happen, for ten seconds: the
+                    // count below then fails the test, not a hang).
+                    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    // Relaxed: a progress check; the count is exact later.
+                    while ran_here.load(Ordering::Relaxed) < outside
+                        && std::time::Instant::now() < give_up
+                    {
+                        std::thread::yield_now();
+                    }
                     drop(thief);
                 });
                 held.recv().unwrap();

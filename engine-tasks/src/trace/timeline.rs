@@ -19,14 +19,16 @@
 //! dropped) instead of aborting the process. The session, then the
 //! [`Timeline`] that [`stop`] returns, owns the buffers; a thread keeps only
 //! a weak reference to its own, so dropping the `Timeline` frees them all,
-//! even on threads that live on and record nothing more (a span still
-//! open holds its buffer until it ends). Only the owning thread writes: it fills the next slot,
+//! even on threads that live on and record nothing more, or that sleep
+//! inside a span (a parked worker: the span's end is then not recorded).
+//! Only the owning thread writes: it fills the next slot,
 //! then publishes it by storing the new length (Release); readers load the
 //! length (Acquire) and read only published slots. No lock is taken on the
 //! recording path after a thread's first event.
 //!
 //! A span's begin is recorded only if the buffer can still hold the ends of
-//! every span open on the thread; its end is always recorded, into the
+//! every span open on the thread; its end is always recorded (while its
+//! `Timeline` lives), into the
 //! buffer its begin went to. So a full buffer drops whole spans (counted in
 //! [`Timeline::dropped`]), never half of one, and every recorded begin has
 //! its end unless the span was still open when the session stopped; the
@@ -290,15 +292,21 @@ pub(crate) fn recording() -> bool {
 }
 
 /// An open span: ends (records its end event) on drop. Not `Send`: only the
-/// thread that owns the buffer may write to it.
+/// thread that owns the buffer may write to it. It holds the buffer weakly,
+/// as the thread does: a span open when its `Timeline` is dropped (a parked
+/// worker's) does not keep the buffer, and its end is not recorded.
 pub(crate) struct OpenSpan {
-    buffer: Arc<ThreadBuffer>,
+    buffer: Weak<ThreadBuffer>,
     category: Category,
     _owner_thread: PhantomData<*const ()>,
 }
 
 impl Drop for OpenSpan {
     fn drop(&mut self) {
+        // The timeline went, and with it the buffer and the span's begin.
+        let Some(buffer) = self.buffer.upgrade() else {
+            return;
+        };
         let end = Event {
             tick: clock::ticks(),
             kind: Kind::End,
@@ -309,10 +317,10 @@ impl Drop for OpenSpan {
             c: 0,
         };
         // The begin reserved room for this end.
-        let pushed = self.buffer.push(end, 0);
+        let pushed = buffer.push(end, 0);
         debug_assert!(pushed, "a span's end always fits");
         // Relaxed: owner-only counter.
-        self.buffer.open.fetch_sub(1, Ordering::Relaxed);
+        buffer.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -342,7 +350,7 @@ pub(crate) fn begin(category: Category, label: Label, a: u32) -> Option<OpenSpan
     }
     buffer.open.store(open + 1, Ordering::Relaxed);
     Some(OpenSpan {
-        buffer,
+        buffer: Arc::downgrade(&buffer),
         category,
         _owner_thread: PhantomData,
     })

@@ -2,8 +2,10 @@
 //! for its file's size before reading ([`Inner::admit`]) and waits, on its
 //! blocking thread, while the bytes held plus its own would pass the cap,
 //! unless nothing is held (so a file larger than the whole budget still
-//! loads, alone). Readers are admitted in the order they asked, so one
-//! waiting for room (a large file) is not overtaken by later, smaller ones.
+//! loads, alone). Readers are admitted in the order they asked here (which
+//! may differ from the order their requests were queued: each reader opens
+//! its file first), so one waiting for room (a large file) is not
+//! overtaken by later, smaller ones.
 //! The [`Ticket`] it gets travels with the bytes to the decoder and gives
 //! them back when decoding ends, or when the job is dropped, waking the
 //! waiting readers.
