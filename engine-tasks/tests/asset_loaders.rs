@@ -627,6 +627,44 @@ fn a_panicking_loader_ends_its_requests_with_the_panic_message() {
     });
 }
 
+/// With the work-stealing pool gone, decodes run where their reads ended,
+/// step after step: a custom loader's quarter of a million fixed-size steps
+/// (it ignores the budget), and a byte file through the built-in decoder.
+/// Before, each refused step nested a call in the last one's, and the
+/// custom loader's ran the blocking thread out of stack.
+#[test]
+fn decodes_finish_in_place_when_the_pool_is_gone() {
+    within_watchdog("decodes without a pool", || {
+        const SIZE: usize = 1 << 20;
+        let dir = rig::TempDir::new("no-pool");
+        dir.write("long.txt", vec![b'a'; SIZE]);
+        dir.write("plain.bin", vec![3u8; SIZE]);
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder().build().unwrap();
+        let streamer =
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        streamer.register(Chunked {
+            loads: Arc::new(AtomicUsize::new(0)),
+        });
+        drop(pool);
+        let long = streamer.load::<(String, usize)>("long.txt", 0);
+        let plain = streamer.load::<Vec<u8>>("plain.bin", 0);
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            streamer.update(&mut out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for event in &out {
+            assert!(matches!(event, LoadEvent::Loaded { .. }), "{event:?}");
+        }
+        let (text, steps) = &*loaded(&long);
+        assert_eq!(text.len(), SIZE);
+        assert_eq!(*steps, SIZE / 4, "four bytes a step");
+        assert_eq!(*loaded(&plain), vec![3u8; SIZE]);
+        assert_eq!(streamer.progress().undecoded_bytes, 0);
+    });
+}
+
 #[test]
 fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
     within_watchdog("blocking pool shut down", || {

@@ -591,18 +591,21 @@ impl Claim {
 
     /// Decodes `budget` bytes, then queues the rest as a new background task
     /// (so frame-critical work never waits long for a worker that is
-    /// decoding). If the pool refuses (it is shutting down), the rest runs
-    /// here in one step, so refusals never nest.
+    /// decoding). If the pool refused (it is shutting down; `budget` is then
+    /// unlimited), the rest runs here, in a loop, so refusals never nest.
     fn decode_steps(self, mut decoder: AssetDecoder<Vec<u8>>, budget: usize) {
-        if self.inner.lock_requests().cancelled.contains(&self.id) {
-            return self.end(Err(AssetErrorKind::Cancelled));
-        }
-        match decoder.step(budget) {
-            Ok(true) => self.end(Ok(decoder.into_data())),
-            Err(why) => self.end(Err(AssetErrorKind::Corrupt(why))),
-            Ok(false) => {
-                let pool = self.inner.pool.clone();
-                next_step(&pool, move |budget| self.decode_steps(decoder, budget));
+        loop {
+            if self.inner.lock_requests().cancelled.contains(&self.id) {
+                return self.end(Err(AssetErrorKind::Cancelled));
+            }
+            match decoder.step(budget) {
+                Ok(true) => return self.end(Ok(decoder.into_data())),
+                Err(why) => return self.end(Err(AssetErrorKind::Corrupt(why))),
+                Ok(false) if budget == UNLIMITED => continue,
+                Ok(false) => {
+                    let pool = self.inner.pool.clone();
+                    return next_step(&pool, move |budget| self.decode_steps(decoder, budget));
+                }
             }
         }
     }
@@ -771,16 +774,22 @@ impl Inner {
     }
 }
 
+/// The budget of a step that runs where the pool refused it: the caller
+/// loops over the rest of its steps in place (`next_step`).
+pub(super) const UNLIMITED: usize = usize::MAX;
+
 /// Queues `step` as the next decode step on the background lane, with a
 /// budget of [`DECODE_STEP`] bytes; if the pool refuses it (it is shutting
-/// down), runs it here with no budget, so the decode still ends.
+/// down), runs it here with a budget of [`UNLIMITED`], and `step` then
+/// runs every later step in a loop of its own, never through this again,
+/// so the decode ends without nesting a call per step.
 pub(super) fn next_step(pool: &PoolHandle, step: impl FnOnce(usize) + Send + 'static) {
     let inline = Arc::new(AtomicBool::new(false));
     let run_inline = inline.clone();
     let task = move || {
         // Relaxed: set before the task is called on this very thread.
         let budget = if run_inline.load(Ordering::Relaxed) {
-            usize::MAX
+            UNLIMITED
         } else {
             DECODE_STEP
         };

@@ -17,7 +17,7 @@ use super::handle::{
 use super::loader::{AssetLoader, ErasedDecode, ErasedLoader, ErasedSteps, LoadContext};
 use super::loaders::{BytesLoader, Lz4Loader, PngLoader, ZstdLoader};
 use super::reload::rewire;
-use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests};
+use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests, UNLIMITED};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
 use crate::pool::spawn::panic_message;
@@ -693,19 +693,25 @@ impl SlotClaim {
         }
     }
 
-    /// Runs one step, then queues the next as a new background task (if the
-    /// pool refuses, the rest runs here in one step).
+    /// Runs one step, then queues the next as a new background task. If the
+    /// pool refused (it is shutting down; `budget` is then unlimited), the
+    /// rest runs here, step after step in a loop: a loader's steps may do a
+    /// fixed amount each whatever the budget, and nesting a call per step
+    /// would run out of stack.
     fn steps(mut self, mut steps: Box<dyn ErasedSteps>, cx: LoadContext, budget: usize) {
-        if self.stop_if_unwanted() {
-            return;
-        }
-        let stepped = panic::catch_unwind(AssertUnwindSafe(|| steps.step(budget)));
-        match stepped.unwrap_or_else(|payload| Err(loader_panicked(payload))) {
-            Err(kind) => self.end(Err(kind)),
-            Ok(Poll::Ready(value)) => self.decoded(value, cx),
-            Ok(Poll::Pending) => {
-                let pool = self.inner.pool.clone();
-                next_step(&pool, move |budget| self.steps(steps, cx, budget));
+        loop {
+            if self.stop_if_unwanted() {
+                return;
+            }
+            let stepped = panic::catch_unwind(AssertUnwindSafe(|| steps.step(budget)));
+            match stepped.unwrap_or_else(|payload| Err(loader_panicked(payload))) {
+                Err(kind) => return self.end(Err(kind)),
+                Ok(Poll::Ready(value)) => return self.decoded(value, cx),
+                Ok(Poll::Pending) if budget == UNLIMITED => continue,
+                Ok(Poll::Pending) => {
+                    let pool = self.inner.pool.clone();
+                    return next_step(&pool, move |budget| self.steps(steps, cx, budget));
+                }
             }
         }
     }
