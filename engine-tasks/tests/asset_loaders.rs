@@ -402,12 +402,16 @@ fn bad_input_ends_in_typed_errors() {
         // IHDR: 100,000 x 100,000 (40 GB of RGBA8), CRC left wrong.
         huge[16..20].copy_from_slice(&100_000u32.to_be_bytes());
         huge[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        // u32::MAX x u32::MAX: the size overflows 64 bits.
+        let mut widest = huge.clone();
+        widest[16..24].fill(0xff);
         let good = png_file(64, 64, png::ColorType::Rgba, &gradient(64, 64));
         let config = StreamerConfig::default().max_file_size(1 << 20);
         let rig = Rig::new("bad", config, |dir| {
             dir.write("model.fbx", b"unknown");
             dir.write("noext", b"none");
             dir.write("huge.png", &huge);
+            dir.write("widest.png", &widest);
             dir.write("garbage.png", b"this is not a png at all, not even close");
             dir.write("truncated.png", &good[..good.len() / 2]);
             dir.write("flipped.png", {
@@ -425,6 +429,7 @@ fn bad_input_ends_in_typed_errors() {
         let noext = s.load::<Vec<u8>>("noext", 0);
         let wrong = s.load::<Image>("model.bin", 0);
         let huge = s.load::<Image>("huge.png", 0);
+        let widest = s.load::<Image>("widest.png", 0);
         let garbage = s.load::<Image>("garbage.png", 0);
         let truncated = s.load::<Image>("truncated.png", 0);
         let flipped = s.load::<Image>("flipped.png", 0);
@@ -433,7 +438,7 @@ fn bad_input_ends_in_typed_errors() {
         let folder = s.load::<Image>("folder.png", 0);
         let outside = s.load::<Vec<u8>>("../secret.bin", 0);
         let o = rig.outcomes();
-        assert_eq!(o.len(), 11, "one event per request");
+        assert_eq!(o.len(), 12, "one event per request");
         let err = |h: AssetIdOf| o[&h.0].as_ref().unwrap_err();
         assert!(
             matches!(err(id(&unknown)), AssetErrorKind::UnknownExtension { extension } if extension == "fbx")
@@ -456,6 +461,15 @@ fn bad_input_ends_in_typed_errors() {
             ImageError::TooLarge { width, height, .. } => {
                 assert_eq!((*width, *height), (100_000, 100_000));
             }
+            other => panic!("{other}"),
+        }
+        match loader_error::<ImageError>(err(id(&widest))) {
+            ImageError::TooLarge {
+                width,
+                height,
+                bytes,
+                ..
+            } => assert_eq!((*width, *height, *bytes), (u32::MAX, u32::MAX, u64::MAX)),
             other => panic!("{other}"),
         }
         for h in [&garbage, &truncated, &flipped] {

@@ -293,7 +293,7 @@ pub enum ImageError {
         width: u32,
         /// Declared height.
         height: u32,
-        /// Bytes of RGBA8 they need.
+        /// Bytes of RGBA8 they need (`u64::MAX` if that overflows).
         bytes: u64,
         /// The limit.
         max: u64,
@@ -366,7 +366,11 @@ impl PngLoader {
         }
         let width = u32::from_be_bytes(bytes[16..20].try_into().expect("4 bytes"));
         let height = u32::from_be_bytes(bytes[20..24].try_into().expect("4 bytes"));
-        let needed = u64::from(width) * u64::from(height) * 4;
+        // Saturates: the largest sizes overflow 64 bits.
+        let needed = u64::from(width)
+            .checked_mul(u64::from(height))
+            .and_then(|pixels| pixels.checked_mul(4))
+            .unwrap_or(u64::MAX);
         if needed > self.max_bytes {
             return Err(ImageError::TooLarge {
                 width,
