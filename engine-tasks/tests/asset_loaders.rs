@@ -679,6 +679,62 @@ fn decodes_finish_in_place_when_the_pool_is_gone() {
     });
 }
 
+/// A byte request cancelled while it waits for a reader that the blocking
+/// pool's shutdown then drops ends as `Cancelled`, as `cancel` said it
+/// would; the other waiting request as `PoolUnavailable`. Before, both
+/// ended as `PoolUnavailable`.
+#[test]
+fn a_cancelled_request_whose_reader_the_shutdown_drops_ends_cancelled() {
+    within_watchdog("cancelled, then shut down", || {
+        let dir = rig::TempDir::new("cancel-shutdown");
+        dir.write("a.bin", "a");
+        dir.write("b.bin", "b");
+        let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
+        let blocking = engine_tasks::BlockingPool::builder()
+            .cap(1)
+            .build()
+            .unwrap();
+        // Keep the only blocking thread busy, so the reader job waits queued.
+        let (busy, is_busy) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = blocking
+            .spawn(move || {
+                busy.send(()).unwrap();
+                released.recv().unwrap();
+            })
+            .unwrap();
+        is_busy.recv().unwrap();
+        let streamer =
+            engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
+        let a = streamer.request("a.bin", 0);
+        let b = streamer.request("b.bin", 0);
+        assert!(streamer.cancel(a));
+        let mut out = Vec::new();
+        std::thread::scope(|s| {
+            // The shutdown drops the queued reader job at once, then waits
+            // for the busy thread.
+            s.spawn(|| blocking.shutdown());
+            while out.len() < 2 {
+                streamer.drain(&mut out);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            release.send(()).unwrap();
+        });
+        for event in &out {
+            let e = event.as_ref().expect_err("neither was read");
+            if e.id == a {
+                assert!(matches!(e.kind, AssetErrorKind::Cancelled), "{e}");
+            } else {
+                assert_eq!(e.id, b);
+                assert!(matches!(e.kind, AssetErrorKind::PoolUnavailable), "{e}");
+            }
+        }
+        holder.wait().unwrap();
+        let p = streamer.progress();
+        assert_eq!((p.requested, p.cancelled, p.failed), (2, 1, 1));
+    });
+}
+
 #[test]
 fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
     within_watchdog("blocking pool shut down", || {

@@ -638,21 +638,33 @@ impl Drop for ReaderSlot {
         if !self.armed {
             return;
         }
-        let orphans: Vec<Pending> = {
+        // Each with whether it was cancelled (a byte request's cancellation
+        // is noted here; it ends as `Cancelled`, as its `cancel` said).
+        let orphans: Vec<(Pending, bool)> = {
             let mut requests = self.inner.lock_requests();
             requests.readers -= 1;
             self.inner.publish_readers(&requests);
             if requests.readers == 0 {
                 requests.queued.clear();
-                std::mem::take(&mut requests.pending)
+                let pending = std::mem::take(&mut requests.pending);
+                pending
                     .into_values()
+                    .map(|orphan| {
+                        let cancelled = match &orphan.job {
+                            Job::Legacy(id) => requests.cancelled.contains(id),
+                            Job::Slot(_) => false,
+                        };
+                        (orphan, cancelled)
+                    })
                     .collect()
             } else {
                 Vec::new()
             }
         };
-        for Pending { path, job } in orphans {
-            let kind = if refused_for_now {
+        for (Pending { path, job }, cancelled) in orphans {
+            let kind = if cancelled {
+                AssetErrorKind::Cancelled
+            } else if refused_for_now {
                 AssetErrorKind::PoolBusy
             } else {
                 AssetErrorKind::PoolUnavailable
