@@ -433,11 +433,11 @@ impl AssetStreamer {
 /// Reads `path` if it is a regular file of at most `max` bytes.
 ///
 /// Its metadata is checked before it is opened, so a named pipe or a
-/// device is never opened for reading. It is then opened without blocking
-/// (a pipe swapped in after the check cannot stall the open) and checked
-/// again through the open handle, and read with the limit enforced as the
-/// bytes arrive, since a file can grow while it is read. Nothing larger
-/// than `max` (plus one byte) is ever allocated.
+/// device is never opened for reading. It is then opened (on Linux without
+/// blocking, so that a pipe swapped in after the check cannot stall the
+/// open) and checked again through the open handle, and read with the limit
+/// enforced as the bytes arrive, since a file can grow while it is read
+/// ([`read_bounded`]).
 fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, AssetErrorKind> {
     let unreadable = |e: io::Error| match e.kind() {
         io::ErrorKind::NotFound => AssetErrorKind::NotFound,
@@ -465,16 +465,48 @@ fn read_regular_file(path: &Path, max: u64) -> Result<Vec<u8>, AssetErrorKind> {
     }
     let file = options.open(path).map_err(unreadable)?;
     let len = check(&file.metadata().map_err(unreadable)?)?;
+    read_bounded(file, len, max).map_err(|e| match e {
+        Bounded::Io(e) => unreadable(e),
+        Bounded::TooLarge(size) => AssetErrorKind::TooLarge { size, max },
+    })
+}
+
+/// Why [`read_bounded`] failed.
+#[derive(Debug)]
+enum Bounded {
+    Io(io::Error),
+    /// Bytes read when the limit was passed (the limit and one byte).
+    TooLarge(u64),
+}
+
+/// Reads `source`, whose length was `len` when checked, up to `max` bytes.
+/// The buffer is allocated once, at `len`; a source that grew since then
+/// is read on into a second buffer of what it gained (one byte over the
+/// limit tells it passed it), and the two are joined at their exact size.
+/// So the buffer kept is exactly what was read, and a vector's growth by
+/// doubling applies only to what the file gained while it was read.
+fn read_bounded(source: impl Read, len: u64, max: u64) -> Result<Vec<u8>, Bounded> {
+    let len = len.min(max);
+    let mut source = source;
     let mut bytes = Vec::with_capacity(len as usize);
-    // One byte over the limit tells a file that grew past it.
-    file.take(max.saturating_add(1))
+    // At most `len`: the read stays within the buffer's capacity.
+    (&mut source)
+        .take(len)
         .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > max {
-        return Err(AssetErrorKind::TooLarge {
-            size: bytes.len() as u64,
-            max,
-        });
+        .map_err(Bounded::Io)?;
+    let mut grown = Vec::new();
+    let room = max.saturating_add(1) - bytes.len() as u64;
+    source
+        .take(room)
+        .read_to_end(&mut grown)
+        .map_err(Bounded::Io)?;
+    let total = bytes.len() as u64 + grown.len() as u64;
+    if total > max {
+        return Err(Bounded::TooLarge(total));
+    }
+    if !grown.is_empty() {
+        bytes.reserve_exact(grown.len());
+        bytes.extend_from_slice(&grown);
     }
     Ok(bytes)
 }
@@ -811,5 +843,37 @@ pub(super) fn next_step(pool: &PoolHandle, step: impl FnOnce(usize) + Send + 'st
         // Relaxed: read by the call below, on this thread.
         inline.store(true, Ordering::Relaxed);
         (refused.into_inner())();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{read_bounded, Bounded};
+    use std::io::Cursor;
+
+    #[test]
+    fn a_read_keeps_exactly_what_it_read_even_if_the_file_grew() {
+        // As checked: one allocation, exactly the length.
+        let read = read_bounded(Cursor::new(vec![1u8; 1000]), 1000, 4096).unwrap();
+        assert_eq!((read.len(), read.capacity()), (1000, 1000));
+        // Grew by 10 bytes since the check, still within the limit.
+        let read = read_bounded(Cursor::new(vec![2u8; 1010]), 1000, 4096).unwrap();
+        assert_eq!(read, vec![2u8; 1010]);
+        assert_eq!(read.capacity(), 1010, "not doubled");
+        // Shrank since the check.
+        let read = read_bounded(Cursor::new(vec![3u8; 600]), 1000, 4096).unwrap();
+        assert_eq!(read, vec![3u8; 600]);
+    }
+
+    #[test]
+    fn a_file_that_grew_past_the_limit_is_refused_one_byte_over() {
+        let refused = read_bounded(Cursor::new(vec![0u8; 5000]), 1000, 4096);
+        assert!(
+            matches!(refused, Err(Bounded::TooLarge(4097))),
+            "{refused:?}"
+        );
+        // Exactly at the limit is fine.
+        let read = read_bounded(Cursor::new(vec![0u8; 4096]), 1000, 4096).unwrap();
+        assert_eq!(read.len(), 4096);
     }
 }
