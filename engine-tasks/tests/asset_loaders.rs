@@ -735,6 +735,69 @@ fn a_cancelled_request_whose_reader_the_shutdown_drops_ends_cancelled() {
     });
 }
 
+/// A material whose drop panics: what a dependent leaves when its
+/// dependency fails.
+struct Fragile(#[allow(dead_code)] Vec<Handle<Image>>);
+
+impl Drop for Fragile {
+    fn drop(&mut self) {
+        panic!("a fragile material was dropped");
+    }
+}
+
+/// Loads `.fragile` files as [`MaterialLoader`] does, into a [`Fragile`].
+struct FragileLoader;
+
+impl AssetLoader for FragileLoader {
+    type Asset = Fragile;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["fragile"]
+    }
+
+    fn load(
+        &self,
+        bytes: Vec<u8>,
+        cx: &mut LoadContext,
+    ) -> Result<Decode<Fragile, std::io::Error>, std::io::Error> {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let textures = text.lines().map(|line| cx.depend::<Image>(line.trim()));
+        Ok(Decode::Done(Fragile(textures.collect())))
+    }
+}
+
+/// Three decoded dependents of a file that is missing: their values are
+/// dropped unused, and each drop panics. Every request still ends, as
+/// `DependencyFailed`. Before, the first drop's panic cut short the walk
+/// over the others, whose requests never ended.
+#[test]
+fn dependents_whose_values_panic_as_they_drop_still_end() {
+    within_watchdog("fragile dependents", || {
+        let rig = Rig::new("fragile", StreamerConfig::default(), |dir| {
+            for name in ["a", "b", "c"] {
+                dir.write(&format!("{name}.fragile"), "missing.png\n");
+            }
+        });
+        rig.streamer.register(FragileLoader);
+        let loads: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|name| rig.streamer.load::<Fragile>(format!("{name}.fragile"), 0))
+            .collect();
+        let o = rig.outcomes();
+        assert_eq!(o.len(), 3, "one event per request");
+        for load in &loads {
+            match &o[&load.id().0] {
+                Err(AssetErrorKind::DependencyFailed { path, reason }) => {
+                    assert_eq!(path, Path::new("missing.png"));
+                    assert!(matches!(**reason, AssetErrorKind::NotFound), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+}
+
 #[test]
 fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
     within_watchdog("blocking pool shut down", || {

@@ -552,7 +552,13 @@ impl Inner {
         };
         finished.map(|waiting| {
             let result = match waiting.failed {
-                Some(kind) => Err(kind),
+                Some(kind) => {
+                    // The decoded value goes unused; its drop is user code,
+                    // and a panic there must not cut short the loop over
+                    // the other dependents that called this.
+                    crate::pool::spawn::drop_quietly(waiting.value);
+                    Err(kind)
+                }
                 None => Ok(waiting.value),
             };
             (slot.clone(), result)
