@@ -798,6 +798,52 @@ fn dependents_whose_values_panic_as_they_drop_still_end() {
     });
 }
 
+/// A loader that, as it is dropped, asks its streamer for a load: user code
+/// that calls back into the streamer from a destructor.
+struct CallsBackOnDrop(std::sync::Mutex<Option<engine_tasks::assets::AssetStreamer>>);
+
+impl AssetLoader for CallsBackOnDrop {
+    type Asset = Fragile;
+    type Error = std::io::Error;
+
+    fn extensions(&self) -> &[&str] {
+        &["fragile"]
+    }
+
+    fn load(
+        &self,
+        _: Vec<u8>,
+        _: &mut LoadContext,
+    ) -> Result<Decode<Fragile, std::io::Error>, std::io::Error> {
+        Err(std::io::Error::other("never asked"))
+    }
+}
+
+impl Drop for CallsBackOnDrop {
+    fn drop(&mut self) {
+        let streamer = self.0.get_mut().unwrap().take();
+        if let Some(streamer) = streamer {
+            drop(streamer.load::<Vec<u8>>("any.bin", 0));
+        }
+    }
+}
+
+/// A loader replaced by another runs its drop after the registry's lock is
+/// released, so it may call back into the streamer. Before, the drop ran
+/// under the registry's write lock, and the call back waited on that lock
+/// for ever.
+#[test]
+fn a_replaced_loader_is_dropped_outside_the_registry_lock() {
+    within_watchdog("a replaced loader calls back", || {
+        let rig = Rig::new("replaced", StreamerConfig::default(), |_| {});
+        let calls_back = CallsBackOnDrop(std::sync::Mutex::new(Some(rig.streamer.clone())));
+        rig.streamer.register(calls_back);
+        // Same extension and type: replaces it.
+        rig.streamer.register(FragileLoader);
+        assert_eq!(rig.streamer.progress().requested, 1, "the drop's request");
+    });
+}
+
 #[test]
 fn typed_requests_fail_as_pool_unavailable_once_the_blocking_pool_is_shut_down() {
     within_watchdog("blocking pool shut down", || {

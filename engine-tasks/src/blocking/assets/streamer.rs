@@ -375,8 +375,13 @@ impl AssetStreamer {
     /// left to tell). The cancelled request's handles still share the slot:
     /// they read the value if another request loads it.
     pub fn cancel(&self, id: AssetId) -> bool {
+        // Declared before the guard, so dropped after it: if this is the
+        // slot's last reference, its value's and loader's drops (user code)
+        // run with the lock released.
+        let _held;
         let mut requests = self.inner.lock_requests();
         if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
+            _held = slot.clone();
             return Inner::cancel_typed(&self.inner, &mut requests, id, slot);
         }
         if !requests.live.contains(&id) {
@@ -390,8 +395,11 @@ impl AssetStreamer {
     /// load takes the highest priority of its requests). Returns `false` if
     /// it is not waiting (being read, decoded, or ended).
     pub fn set_priority(&self, id: AssetId, priority: i32) -> bool {
+        // Dropped after the guard, as in `cancel`.
+        let _held;
         let mut requests = self.inner.lock_requests();
         if let Some(slot) = requests.typed.get(&id).and_then(Weak::upgrade) {
+            _held = slot.clone();
             return Inner::set_priority_typed(&mut requests, id, slot, priority);
         }
         requests.reprioritise(QueueKey::Legacy(id), priority)

@@ -43,6 +43,9 @@ impl AssetStreamer {
     /// `bin` ([`BytesLoader`]).
     pub fn register<L: AssetLoader>(&self, loader: L) {
         let loader: Arc<dyn ErasedLoader> = Arc::new(loader);
+        // The loaders replaced, dropped after the lock is released: their
+        // drops are user code.
+        let mut replaced = Vec::new();
         let mut registry = self
             .inner
             .loaders
@@ -50,9 +53,15 @@ impl AssetStreamer {
             .unwrap_or_else(|e| e.into_inner());
         for extension in loader.extension_list() {
             let list = registry.entry(extension).or_default();
-            list.retain(|l| l.output() != loader.output());
+            let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(list)
+                .into_iter()
+                .partition(|l| l.output() != loader.output());
+            *list = kept;
+            replaced.extend(gone);
             list.push(loader.clone());
         }
+        drop(registry);
+        drop(replaced);
     }
 
     pub(super) fn register_builtin_loaders(&self) {
