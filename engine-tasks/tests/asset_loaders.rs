@@ -643,7 +643,8 @@ fn a_panicking_loader_ends_its_requests_with_the_panic_message() {
 
 /// With the work-stealing pool gone, decodes run where their reads ended,
 /// step after step: a custom loader's quarter of a million fixed-size steps
-/// (it ignores the budget), and a byte file through the built-in decoder.
+/// (it ignores the budget), a plain byte file, and a compressed file as a
+/// typed load and as a byte request (the built-in decoder).
 /// Before, each refused step nested a call in the last one's, and the
 /// custom loader's ran the blocking thread out of stack.
 #[test]
@@ -653,6 +654,7 @@ fn decodes_finish_in_place_when_the_pool_is_gone() {
         let dir = rig::TempDir::new("no-pool");
         dir.write("long.txt", vec![b'a'; SIZE]);
         dir.write("plain.bin", vec![3u8; SIZE]);
+        dir.write("packed.eta", encode_asset(&vec![5u8; SIZE]));
         let pool = engine_tasks::Pool::builder().threads(1).build().unwrap();
         let blocking = engine_tasks::BlockingPool::builder().build().unwrap();
         let streamer =
@@ -663,14 +665,25 @@ fn decodes_finish_in_place_when_the_pool_is_gone() {
         drop(pool);
         let long = streamer.load::<(String, usize)>("long.txt", 0);
         let plain = streamer.load::<Vec<u8>>("plain.bin", 0);
+        let packed = streamer.load::<Vec<u8>>("packed.eta", 0);
+        // The byte API's own decoder, in steps too.
+        let raw = streamer.request("packed.eta", 0);
         let mut out = Vec::new();
-        while out.len() < 2 {
+        while out.len() < 3 {
             streamer.update(&mut out);
             std::thread::sleep(Duration::from_millis(1));
         }
         for event in &out {
             assert!(matches!(event, LoadEvent::Loaded { .. }), "{event:?}");
         }
+        let mut raw_out = Vec::new();
+        while raw_out.is_empty() {
+            streamer.drain(&mut raw_out);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let asset = raw_out[0].as_ref().expect("the byte request loads");
+        assert_eq!((asset.id, &asset.data), (raw, &vec![5u8; SIZE]));
+        assert_eq!(*loaded(&packed), vec![5u8; SIZE]);
         let (text, steps) = &*loaded(&long);
         assert_eq!(text.len(), SIZE);
         assert_eq!(*steps, SIZE / 4, "four bytes a step");
@@ -739,8 +752,12 @@ fn a_cancelled_request_whose_reader_the_shutdown_drops_ends_cancelled() {
 /// dependency fails.
 struct Fragile(#[allow(dead_code)] Vec<Handle<Image>>);
 
+/// How many [`Fragile`] values were dropped.
+static FRAGILE_DROPS: AtomicUsize = AtomicUsize::new(0);
+
 impl Drop for Fragile {
     fn drop(&mut self) {
+        FRAGILE_DROPS.fetch_add(1, Ordering::SeqCst);
         panic!("a fragile material was dropped");
     }
 }
@@ -769,8 +786,9 @@ impl AssetLoader for FragileLoader {
 
 /// Three decoded dependents of a file that is missing: their values are
 /// dropped unused, and each drop panics. Every request still ends, as
-/// `DependencyFailed`. Before, the first drop's panic cut short the walk
-/// over the others, whose requests never ended.
+/// `DependencyFailed`. Before, the drop's panic escaped the code that ends
+/// the dependents' loads (cutting short a walk over several, when they
+/// wait together), and their requests never ended.
 #[test]
 fn dependents_whose_values_panic_as_they_drop_still_end() {
     within_watchdog("fragile dependents", || {
@@ -795,6 +813,11 @@ fn dependents_whose_values_panic_as_they_drop_still_end() {
                 other => panic!("{other:?}"),
             }
         }
+        assert_eq!(
+            FRAGILE_DROPS.load(Ordering::SeqCst),
+            3,
+            "each value dropped"
+        );
     });
 }
 

@@ -83,7 +83,9 @@ pub trait DecodeSteps: Send {
     type Error;
 
     /// Decodes about `budget` more bytes of output: `Poll::Ready` with the
-    /// value once done.
+    /// value once done. A budget of `usize::MAX` means "the rest": the pool
+    /// is shutting down, and the streamer calls the step again and again on
+    /// the same thread until it is ready, so each call must make progress.
     fn step(&mut self, budget: usize) -> Result<Poll<Self::Asset>, Self::Error>;
 }
 

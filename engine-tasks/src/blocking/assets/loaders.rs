@@ -354,8 +354,10 @@ impl PngLoader {
         PngLoader { max_bytes }
     }
 
-    /// Checks the dimensions in the IHDR chunk (which must come first).
-    fn check_header(&self, bytes: &[u8]) -> Result<(), ImageError> {
+    /// Checks the dimensions in the IHDR chunk (which must come first), and
+    /// returns the bytes of RGBA8 they need. A size that overflows 64 bits
+    /// or `usize` is too large whatever the limit.
+    fn check_header(&self, bytes: &[u8]) -> Result<usize, ImageError> {
         const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
         if bytes.len() < 24 || bytes[..8] != SIGNATURE || &bytes[12..16] != b"IHDR" {
             let why = io::Error::new(
@@ -366,20 +368,23 @@ impl PngLoader {
         }
         let width = u32::from_be_bytes(bytes[16..20].try_into().expect("4 bytes"));
         let height = u32::from_be_bytes(bytes[20..24].try_into().expect("4 bytes"));
-        // Saturates: the largest sizes overflow 64 bits.
         let needed = u64::from(width)
             .checked_mul(u64::from(height))
-            .and_then(|pixels| pixels.checked_mul(4))
-            .unwrap_or(u64::MAX);
-        if needed > self.max_bytes {
-            return Err(ImageError::TooLarge {
+            .and_then(|pixels| pixels.checked_mul(4));
+        match needed.filter(|&n| n <= self.max_bytes) {
+            Some(n) => usize::try_from(n).map_err(|_| ImageError::TooLarge {
                 width,
                 height,
-                bytes: needed,
+                bytes: n,
                 max: self.max_bytes,
-            });
+            }),
+            None => Err(ImageError::TooLarge {
+                width,
+                height,
+                bytes: needed.unwrap_or(u64::MAX),
+                max: self.max_bytes,
+            }),
         }
-        Ok(())
     }
 }
 
@@ -390,6 +395,8 @@ struct PngSteps {
     color: png::ColorType,
     width: u32,
     height: u32,
+    /// Bytes of RGBA8 the image needs (checked against the limit).
+    size: usize,
     rgba: Vec<u8>,
 }
 
@@ -423,8 +430,7 @@ fn to_rgba(color: png::ColorType, row: &[u8], out: &mut Vec<u8>) -> Result<(), I
 impl PngSteps {
     fn image(&mut self) -> Result<Image, ImageError> {
         self.reader.finish().map_err(decode_error)?;
-        let expected = self.width as usize * self.height as usize * 4;
-        if self.rgba.len() != expected {
+        if self.rgba.len() != self.size {
             let why = io::Error::new(io::ErrorKind::InvalidData, "wrong number of pixels");
             return Err(decode_error(why));
         }
@@ -465,7 +471,7 @@ impl AssetLoader for PngLoader {
         bytes: Vec<u8>,
         _: &mut LoadContext,
     ) -> Result<Decode<Image, ImageError>, ImageError> {
-        self.check_header(&bytes)?;
+        let size = self.check_header(&bytes)?;
         // The codec's own allocations: the image plus its row buffers.
         let limits = png::Limits {
             bytes: usize::try_from(self.max_bytes.saturating_mul(2)).unwrap_or(usize::MAX),
@@ -475,7 +481,9 @@ impl AssetLoader for PngLoader {
         let mut reader = decoder.read_info().map_err(decode_error)?;
         let (width, height) = (reader.info().width, reader.info().height);
         let (color, _) = reader.output_color_type();
-        let mut rgba = Vec::with_capacity(width as usize * height as usize * 4);
+        // The decoder read the same header.
+        debug_assert_eq!(size as u64, u64::from(width) * u64::from(height) * 4);
+        let mut rgba = Vec::with_capacity(size);
         if reader.info().interlaced {
             // Rows come pass by pass: decode the whole frame at once.
             let size = reader.output_buffer_size().ok_or_else(|| {
@@ -500,7 +508,54 @@ impl AssetLoader for PngLoader {
             color,
             width,
             height,
+            size,
             rgba,
         })))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{ImageError, PngLoader};
+
+    /// A PNG signature and an IHDR chunk's start with these dimensions.
+    fn header(width: u32, height: u32) -> Vec<u8> {
+        let mut bytes = vec![
+            0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0, 0, 0, 13,
+        ];
+        bytes.extend_from_slice(b"IHDR");
+        bytes.extend_from_slice(&width.to_be_bytes());
+        bytes.extend_from_slice(&height.to_be_bytes());
+        bytes
+    }
+
+    /// Sizes whose byte count overflows 64 bits are too large even with no
+    /// limit: 2^31 x 2^31 wrapped to 0 bytes and passed any limit, and
+    /// u32::MAX x u32::MAX wrapped to a smaller count.
+    #[test]
+    fn sizes_that_overflow_are_too_large_whatever_the_limit() {
+        let unlimited = PngLoader {
+            max_bytes: u64::MAX,
+        };
+        for (width, height) in [
+            (1 << 31, 1 << 31),
+            (u32::MAX, u32::MAX),
+            (u32::MAX, 1 << 31),
+        ] {
+            match unlimited.check_header(&header(width, height)) {
+                Err(ImageError::TooLarge { bytes, .. }) => assert_eq!(bytes, u64::MAX),
+                other => panic!("{width} x {height}: {other:?}"),
+            }
+        }
+        assert_eq!(unlimited.check_header(&header(2, 3)).unwrap(), 24);
+        let limited = PngLoader { max_bytes: 23 };
+        assert!(matches!(
+            limited.check_header(&header(2, 3)),
+            Err(ImageError::TooLarge {
+                bytes: 24,
+                max: 23,
+                ..
+            })
+        ));
     }
 }

@@ -531,8 +531,10 @@ pub(super) fn is_plain_relative(path: &Path) -> bool {
 /// running (the blocking pool shut down, or refused it), stops because the
 /// pool is shutting down, or panics, the slot is given back, and if it was
 /// the last reader, the requests still waiting fail rather than wait
-/// forever: with [`AssetErrorKind::PoolBusy`] if the pool refused the job
-/// for now (`pump`), else [`AssetErrorKind::PoolUnavailable`].
+/// forever: a byte request that was cancelled with
+/// [`AssetErrorKind::Cancelled`], the others with
+/// [`AssetErrorKind::PoolBusy`] if the pool refused the job for now
+/// (`pump`), else [`AssetErrorKind::PoolUnavailable`].
 struct ReaderSlot {
     inner: Arc<Inner>,
     armed: bool,

@@ -43,15 +43,16 @@ impl AssetStreamer {
     /// `bin` ([`BytesLoader`]).
     pub fn register<L: AssetLoader>(&self, loader: L) {
         let loader: Arc<dyn ErasedLoader> = Arc::new(loader);
-        // The loaders replaced, dropped after the lock is released: their
-        // drops are user code.
+        // User code (`extensions`, and the replaced loaders' drops) runs
+        // outside the registry's lock.
+        let extensions = loader.extension_list();
         let mut replaced = Vec::new();
         let mut registry = self
             .inner
             .loaders
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        for extension in loader.extension_list() {
+        for extension in extensions {
             let list = registry.entry(extension).or_default();
             let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(list)
                 .into_iter()
@@ -783,6 +784,11 @@ impl SlotClaim {
                     Inner::finish_load(&inner, slot, result);
                 }
             }
+            // It may be the dependency's last hold (the loader let its
+            // handle go, and the load ended): its value's drop is user
+            // code, and a panic there must not leave the other
+            // dependencies uncounted.
+            crate::pool::spawn::drop_quietly(dep);
         }
     }
 }
