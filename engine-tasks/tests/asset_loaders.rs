@@ -692,6 +692,23 @@ fn decodes_finish_in_place_when_the_pool_is_gone() {
     });
 }
 
+/// Occupies one of `blocking`'s threads with a task that waits, once it
+/// has started, until the sender returned with it is used.
+fn occupy(
+    blocking: &engine_tasks::BlockingPool,
+) -> (engine_tasks::BlockingTask<()>, std::sync::mpsc::Sender<()>) {
+    let (started, has_started) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let task = blocking
+        .spawn(move || {
+            started.send(()).unwrap();
+            released.recv().unwrap();
+        })
+        .unwrap();
+    has_started.recv().unwrap();
+    (task, release)
+}
+
 /// A byte request cancelled while it waits for a reader that the blocking
 /// pool's shutdown then drops ends as `Cancelled`, as `cancel` said it
 /// would; the other waiting request as `PoolUnavailable`. Before, both
@@ -708,15 +725,7 @@ fn a_cancelled_request_whose_reader_the_shutdown_drops_ends_cancelled() {
             .build()
             .unwrap();
         // Keep the only blocking thread busy, so the reader job waits queued.
-        let (busy, is_busy) = std::sync::mpsc::channel();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let holder = blocking
-            .spawn(move || {
-                busy.send(()).unwrap();
-                released.recv().unwrap();
-            })
-            .unwrap();
-        is_busy.recv().unwrap();
+        let (holder, release) = occupy(&blocking);
         let streamer =
             engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
         let a = streamer.request("a.bin", 0);
@@ -913,15 +922,7 @@ fn a_read_refused_by_a_full_blocking_pool_fails_as_pool_busy_and_a_retry_loads()
         let streamer =
             engine_tasks::assets::AssetStreamer::new(&dir.0, &pool, &blocking, 1).unwrap();
         // The only thread is busy and one task waits: the pool is full.
-        let (started, is_started) = std::sync::mpsc::channel();
-        let (release, hold) = std::sync::mpsc::channel::<()>();
-        let slow = blocking
-            .spawn(move || {
-                started.send(()).unwrap();
-                hold.recv().unwrap();
-            })
-            .unwrap();
-        is_started.recv().unwrap();
+        let (slow, release) = occupy(&blocking);
         let queued = blocking.spawn(|| ()).unwrap();
         let refused = streamer.load::<Vec<u8>>("a.bin", 0);
         let events = |want: usize| {

@@ -77,6 +77,15 @@ pub(super) struct Requests {
 }
 
 impl Requests {
+    /// Whether `job` is a byte request that was cancelled (a typed load's
+    /// cancellation is kept with its slot).
+    fn is_cancelled(&self, job: &Job) -> bool {
+        match job {
+            Job::Legacy(id) => self.cancelled.contains(id),
+            Job::Slot(_) => false,
+        }
+    }
+
     pub(super) fn push(&mut self, priority: i32, pending: Pending) {
         let key = (priority, Reverse(self.next_seq));
         self.next_seq += 1;
@@ -560,10 +569,7 @@ impl ReaderSlot {
                     self.armed = false;
                     return;
                 };
-                let cancelled = match &next.job {
-                    Job::Legacy(id) => requests.cancelled.contains(id),
-                    Job::Slot(_) => false,
-                };
+                let cancelled = requests.is_cancelled(&next.job);
                 (next, cancelled)
             };
             let id = match next.job {
@@ -692,10 +698,7 @@ impl Drop for ReaderSlot {
                 pending
                     .into_values()
                     .map(|orphan| {
-                        let cancelled = match &orphan.job {
-                            Job::Legacy(id) => requests.cancelled.contains(id),
-                            Job::Slot(_) => false,
-                        };
+                        let cancelled = requests.is_cancelled(&orphan.job);
                         (orphan, cancelled)
                     })
                     .collect()
