@@ -20,7 +20,7 @@ use super::reload::rewire;
 use super::streamer::{next_step, Inner, Job, Pending, QueueKey, Requests, UNLIMITED};
 use super::{AssetError, AssetErrorKind, AssetId, AssetStreamer};
 use crate::lane::Lane;
-use crate::pool::spawn::panic_message;
+use crate::pool::spawn::{drop_quietly, panic_message};
 use std::any::{Any, TypeId};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Component, Path, PathBuf};
@@ -118,7 +118,8 @@ impl AssetStreamer {
     /// handles and moves their events into `out`. Never waits on a lock:
     /// if a loader is queueing a result right now, everything waits for the
     /// next call. The values a reload replaced are freed on the background
-    /// lane, not here. Returns how many events were moved.
+    /// lane, not here; a value whose drop panics is freed with its panic
+    /// discarded. Returns how many events were moved.
     pub fn update(&self, out: &mut Vec<LoadEvent>) -> usize {
         let commits = match self.inner.commits.try_lock() {
             Ok(mut commits) => std::mem::take(&mut *commits),
@@ -134,18 +135,34 @@ impl AssetStreamer {
             // value.
             if replaced.is_some() || Arc::strong_count(&slot) == 1 {
                 leftovers.push((slot, replaced));
+            } else {
+                // Another holder may let go between the count and this
+                // drop, and then the slot's value is freed here after all:
+                // quietly, so that a value whose drop panics cannot cut
+                // short the commits after it and lose their events.
+                drop_quietly(slot);
             }
         }
         if !leftovers.is_empty() {
             // Replaced values (a texture, a mesh) are freed on the
             // background lane, not the frame thread; if the pool refuses,
             // here.
-            let free = move || drop(leftovers);
+            let free = move || free_leftovers(leftovers);
             if let Err(refused) = self.inner.pool.spawn(Lane::Background, free) {
-                drop(refused.into_inner());
+                (refused.into_inner())();
             }
         }
         out.len() - before
+    }
+}
+
+/// Frees what `update`'s commits left, each on its own: a value whose drop
+/// panics has its panic discarded, and the others are still freed. Dropped
+/// as one `Vec`, a second panic would come while the first unwound, and
+/// abort the process.
+fn free_leftovers(leftovers: Vec<Leftover>) {
+    for leftover in leftovers {
+        drop_quietly(leftover);
     }
 }
 
@@ -566,7 +583,7 @@ impl Inner {
                     // The decoded value goes unused; its drop is user code,
                     // and a panic there must not cut short the loop over
                     // the other dependents that called this.
-                    crate::pool::spawn::drop_quietly(waiting.value);
+                    drop_quietly(waiting.value);
                     Err(kind)
                 }
                 None => Ok(waiting.value),
@@ -654,7 +671,7 @@ fn loader_panicked(payload: Box<dyn Any + Send>) -> AssetErrorKind {
     let message = panic_message(&*payload).unwrap_or("a panic whose payload is not a string");
     let kind = AssetErrorKind::LoaderPanicked(message.to_owned());
     // Its drop may panic too; the load still ends as the loader's panic.
-    crate::pool::spawn::drop_quietly(payload);
+    drop_quietly(payload);
     kind
 }
 
@@ -788,7 +805,7 @@ impl SlotClaim {
             // handle go, and the load ended): its value's drop is user
             // code, and a panic there must not leave the other
             // dependencies uncounted.
-            crate::pool::spawn::drop_quietly(dep);
+            drop_quietly(dep);
         }
     }
 }
@@ -799,5 +816,43 @@ impl Drop for SlotClaim {
             self.ticket = None;
             Inner::finish_load(&self.inner, slot, Err(AssetErrorKind::Interrupted));
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::handle::ErasedValue;
+    use super::{free_leftovers, AnySlot, Leftover, Slot, SlotCore};
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A value whose drop counts itself and panics.
+    struct Bomb<'a>(&'a AtomicUsize);
+
+    impl Drop for Bomb<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("a replaced value panicked as it was dropped");
+        }
+    }
+
+    /// Two reloads committed in one `update` leave two replaced values, and
+    /// both panic as they drop: each is freed, and the process goes on.
+    /// Dropped as one `Vec`, the second panic came while the first unwound
+    /// and aborted the process.
+    #[test]
+    fn replaced_values_that_panic_as_they_drop_are_each_freed() {
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        let slot = Slot::<u32>::new(SlotCore::new(0, PathBuf::from("a.bin"), None));
+        let leftovers: Vec<Leftover> = (0..2)
+            .map(|_| {
+                let replaced: ErasedValue = Arc::new(Bomb(&DROPS));
+                (slot.clone() as Arc<dyn AnySlot>, Some(replaced))
+            })
+            .collect();
+        free_leftovers(leftovers);
+        assert_eq!(DROPS.load(Ordering::SeqCst), 2, "both values dropped");
+        assert_eq!(Arc::strong_count(&slot), 1, "both holds on the slot let go");
     }
 }
