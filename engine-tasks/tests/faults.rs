@@ -150,3 +150,63 @@ fn a_spawn_that_races_the_pools_drop_from_a_guest_slot_still_runs() {
         },
     );
 }
+
+/// The blocking job that reads files panics before its body runs (an
+/// injected fault), and leaves two requests waiting with no reader: they
+/// end as `Interrupted`, each once. Before, they ended as
+/// `PoolUnavailable`, which says the pools are shutting down, and nothing
+/// was. Once the fault is gone, the streamer reads again.
+#[test]
+fn requests_a_panicking_reader_leaves_end_as_interrupted() {
+    common::in_child_process(
+        "requests_a_panicking_reader_leaves_end_as_interrupted",
+        || {
+            let dir = std::env::temp_dir()
+                .join(format!("engine-tasks-faults-reader-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            for name in ["a", "b"] {
+                std::fs::write(dir.join(name), encode_asset(&[7u8; 100])).unwrap();
+            }
+            let pool = Pool::builder().threads(1).build().unwrap();
+            let blocking = BlockingPool::new();
+            let streamer = AssetStreamer::new(&dir, &pool, &blocking, 1).unwrap();
+            let drain = |n: usize| {
+                let mut events = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while events.len() < n {
+                    assert!(Instant::now() < deadline, "a request never ended");
+                    streamer.drain(&mut events);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                events
+            };
+
+            faults::set_plan(FaultPlan {
+                blocking_body: 1_000_000,
+                ..FaultPlan::default()
+            });
+            let ids = [streamer.request("a", 0), streamer.request("b", 0)];
+            let events = drain(2);
+            faults::set_plan(FaultPlan::default());
+            assert!(faults::fired(Site::BlockingBody) >= 1);
+            let mut ended: Vec<_> = events
+                .into_iter()
+                .map(|event| {
+                    let err = event.expect_err("nothing was read");
+                    assert!(matches!(err.kind, AssetErrorKind::Interrupted), "{err}");
+                    err.id
+                })
+                .collect();
+            ended.sort_by_key(|id| id.0);
+            assert_eq!(ended, ids, "each request ends once");
+            let p = streamer.progress();
+            assert_eq!((p.requested, p.failed), (2, 2));
+
+            let again = streamer.request("a", 0);
+            let event = drain(1).pop().unwrap();
+            let asset = event.expect("read once the fault is gone");
+            assert_eq!((asset.id, asset.data), (again, vec![7u8; 100]));
+            let _ = std::fs::remove_dir_all(&dir);
+        },
+    );
+}

@@ -168,7 +168,8 @@ pub enum AssetErrorKind {
     /// failed dependency).
     PoolBusy,
     /// A panic interrupted reading or decoding (outside a loader's own
-    /// code: a loader's panic is [`LoaderPanicked`](Self::LoaderPanicked)).
+    /// code: a loader's panic is [`LoaderPanicked`](Self::LoaderPanicked)),
+    /// or the last reader, as a panic ended it, left the request waiting.
     Interrupted,
     /// The loader panicked, in [`AssetLoader::load`] or in a
     /// [`DecodeSteps::step`]: the panic's message.

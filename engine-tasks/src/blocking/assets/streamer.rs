@@ -543,7 +543,9 @@ pub(super) fn is_plain_relative(path: &Path) -> bool {
 /// forever: a byte request that was cancelled with
 /// [`AssetErrorKind::Cancelled`], the others with
 /// [`AssetErrorKind::PoolBusy`] if the pool refused the job for now
-/// (`pump`), else [`AssetErrorKind::PoolUnavailable`].
+/// (`pump`), with [`AssetErrorKind::Interrupted`] if a panic drops it (in
+/// the read loop, or before the job's body ran), else with
+/// [`AssetErrorKind::PoolUnavailable`].
 struct ReaderSlot {
     inner: Arc<Inner>,
     armed: bool,
@@ -686,6 +688,7 @@ impl Drop for ReaderSlot {
         if !self.armed {
             return;
         }
+        let interrupted = std::thread::panicking();
         // Each with whether it was cancelled (a byte request's cancellation
         // is noted here; it ends as `Cancelled`, as its `cancel` said).
         let orphans: Vec<(Pending, bool)> = {
@@ -711,6 +714,8 @@ impl Drop for ReaderSlot {
                 AssetErrorKind::Cancelled
             } else if refused_for_now {
                 AssetErrorKind::PoolBusy
+            } else if interrupted {
+                AssetErrorKind::Interrupted
             } else {
                 AssetErrorKind::PoolUnavailable
             };
