@@ -1,10 +1,16 @@
 //! Hot reload (feature `hot-reload`): a `notify` watcher on the root turns
-//! each change of a file (created, written, renamed onto, closed after
-//! writing) into [`AssetStreamer::reload`] of its path. A file written in
-//! several pieces may be seen half-written: that reload fails (the old
-//! value stays) or shows the partial file, and the events of the later
-//! pieces mark the load to run again once it ends, so the last value is the
-//! file's final content.
+//! each change of a file (created, renamed onto, closed after writing, and
+//! where the system reports no closes, written) into
+//! [`AssetStreamer::reload`] of its path.
+//!
+//! On Linux, inotify reports the close of a file that was open for
+//! writing, so a file saved in place reloads once, when the writer closes
+//! it, and is never seen half-written; a writer that keeps the file open
+//! reloads nothing until it closes it. Elsewhere each write is a change: a
+//! file written in several pieces may be seen half-written, and that
+//! reload fails (the old value stays) or shows the partial file. The
+//! events of the later pieces mark the load to run again once it ends, so
+//! the last value is the file's final content.
 
 use super::streamer::Inner;
 use super::AssetStreamer;
@@ -13,12 +19,17 @@ use notify::Watcher;
 use std::io;
 use std::sync::{Arc, Weak};
 
-/// Whether an event may have changed a file's content.
+/// Whether the system reports the close of a file written to (inotify's
+/// `IN_CLOSE_WRITE`): then a write alone is not a change, its close is.
+const REPORTS_WRITE_CLOSES: bool = cfg!(any(target_os = "linux", target_os = "android"));
+
+/// Whether an event may have changed a file's content, ready to be read.
 fn changes_content(kind: &EventKind) -> bool {
     match kind {
         EventKind::Any | EventKind::Create(_) => true,
         EventKind::Modify(ModifyKind::Metadata(_)) => false,
-        EventKind::Modify(_) => true,
+        EventKind::Modify(ModifyKind::Name(_)) => true,
+        EventKind::Modify(_) => !REPORTS_WRITE_CLOSES,
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         _ => false,
     }
