@@ -217,16 +217,17 @@ impl Local<'_> {
             return Parked::Idle(Idle::Found(found));
         }
         if stop() {
-            self.searching.set(sleep.unidle(self.index, floor));
+            let searching = sleep.unidle(self.index, floor);
+            self.searching.set(searching);
+            // Given the token back, and no notifier gave it again (if one
+            // did, `leave_search` looks at every lane): hand on as below.
+            if was_searching && !searching {
+                self.pass_search_below(floor);
+            }
             return Parked::Idle(Idle::Stopped);
         }
         if was_searching {
-            // We were woken to search but may only run urgent lanes; if less
-            // urgent work is waiting, pass the search to a thread that can
-            // run it, since whoever pushed it may have been turned away.
-            if let Some(lane) = self.visible_lane_below(floor) {
-                self.shared.notify(lane);
-            }
+            self.pass_search_below(floor);
         }
         self.search.end();
         self.slot.counters.begin_park();
@@ -247,6 +248,19 @@ impl Local<'_> {
         match woken {
             Woken::Permit => Parked::Idle(Idle::Woke),
             Woken::TimedOut => Parked::TimedOut,
+        }
+    }
+
+    /// After giving the searcher token back with nothing found: this thread
+    /// was woken to search but may only run lanes down to `floor`; if less
+    /// urgent work is waiting, pass the search to a thread that can run it,
+    /// since whoever pushed it may have been turned away while the token
+    /// was ours. The look comes after the release and its fence (in
+    /// `prepare_park`), so it sees every task whose push was turned away
+    /// (the pair in idle.rs).
+    fn pass_search_below(&self, floor: Lane) {
+        if let Some(lane) = self.visible_lane_below(floor) {
+            self.shared.notify(lane);
         }
     }
 

@@ -494,6 +494,52 @@ mod loom_models {
         });
     }
 
+    /// A thread that may run only frame-critical work, woken with the
+    /// token, finds none and sees its wait's stop condition as it parks
+    /// (`Local::park`'s stop path): it returns without parking, and passes
+    /// the search on for less urgent work that a push made while it held
+    /// the token (and was turned away), as its parking path does. Without
+    /// that hand-on, the background worker sleeps beside the queued task
+    /// (loom reports the deadlock).
+    #[test]
+    fn a_searcher_that_stops_as_it_parks_passes_the_search_on() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let background = Arc::new(AtomicUsize::new(0));
+            // The waiter starts with the token, as a thread woken for a
+            // frame-critical push does.
+            assert_eq!(sleep.notify(Lane::FrameCritical, true), Notify::NeedThread);
+            let worker = {
+                let (sleep, background) = (sleep.clone(), background.clone());
+                thread::spawn(move || worker(&sleep, &background, 0, false, 1))
+            };
+            let waiter = {
+                let (sleep, background) = (sleep.clone(), background.clone());
+                thread::spawn(move || {
+                    sleep.prepare_park(1, Lane::FrameCritical, true);
+                    // Its frame-critical look finds nothing; its stop
+                    // condition holds.
+                    let searching = sleep.unidle(1, Lane::FrameCritical);
+                    // Relaxed: ordered after the pusher's by the SeqCst
+                    // token release and fence in `prepare_park`.
+                    let visible = || background.load(Ordering::Relaxed) > 0;
+                    if !searching && visible() {
+                        notify_or_give_up(&sleep, Lane::Background);
+                    }
+                    // `leave_search`.
+                    if searching && sleep.end_search() && visible() {
+                        notify_or_give_up(&sleep, Lane::Background);
+                    }
+                })
+            };
+            // Relaxed: published by the SeqCst fence in `notify`.
+            background.fetch_add(1, Ordering::Relaxed);
+            notify_or_give_up(&sleep, Lane::Background);
+            waiter.join().unwrap();
+            worker.join().unwrap();
+        });
+    }
+
     /// Lazy spawning: the pusher may start a thread (`can_spawn`); if it gets
     /// the token for that, it either starts the thread, which begins as the
     /// searcher, or the spawn fails and it gives the token back. Either way
