@@ -392,12 +392,15 @@ mod loom_models {
     /// each other as well as the workers), explored with at most two
     /// preemptions. At three, loom reports a deadlock in which the second
     /// worker, woken by the first worker's hand-off notify, misses the second
-    /// push. By the C++ fence rules that cannot happen: the waker's fence
+    /// push. By the C++20 fence rules that cannot happen: the waker's fence
     /// follows the pusher's fence in the SC order (the pusher read the token
-    /// before the waker released it), and the woken worker's next re-check
-    /// fence follows the waker's fence by happens-before (unpark then park),
-    /// so that re-check must see the push. Loom treats SeqCst accesses as
-    /// AcqRel and does not claim to model every SC-fence rule. This is
+    /// before the waker released it), and the woken worker's first look
+    /// after waking happens after the waker's fence (the unpark releases,
+    /// the park acquires). That look has no fence of its own, so it is the
+    /// happens-before form of the rule (P0668) that makes it see the push:
+    /// a load that happens after an SC fence which follows the pushing
+    /// thread's fence reads the push or later. Loom treats SeqCst accesses
+    /// as AcqRel and does not claim to model every SC-fence rule. This is
     /// recorded as open rather than waved away.
     #[test]
     fn no_lost_wakeup_two_workers_two_pushers() {
