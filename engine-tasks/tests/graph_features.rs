@@ -107,6 +107,15 @@ fn unknown_sets_and_names_are_errors() {
             set: "nowhere".into()
         }
     );
+    // A node of that name is not a set: the message does not say that
+    // nothing has the name.
+    let mut b = TaskGraph::<Log>::builder();
+    b.node("physics", Lane::Normal, logs("physics"));
+    b.node("x", Lane::Normal, logs("x")).in_set("physics");
+    assert_eq!(
+        b.build().unwrap_err().to_string(),
+        r#""x" is put in set "physics", which no set is called"#
+    );
     let mut b = TaskGraph::<Log>::builder();
     b.set("s").after(["ghost"]);
     assert!(matches!(

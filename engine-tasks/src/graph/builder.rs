@@ -225,7 +225,12 @@ macro_rules! common_methods {
         /// as if it had ([`NodeOutcome::Off`](super::NodeOutcome::Off)).
         ///
         /// The condition gets the context of the node it is evaluated for:
-        /// it may read [resources](NodeContext::res) that node declared.
+        /// it may read [resources](NodeContext::res) that node declared. A
+        /// set's condition is evaluated for whichever of its nodes asks
+        /// first, which changes from frame to frame: let it read only
+        /// resources the set itself declares (every node of the set
+        /// inherits them), or it panics in the frames in which a node that
+        /// did not declare them asks.
         ///
         /// A set's condition runs inside [`forbid_waits`](crate::forbid_waits):
         /// a wait on a pool there (a `join`, `scope`, `parallel_for`, a
@@ -721,7 +726,10 @@ impl<C: ?Sized + Sync> TaskGraphBuilder<C> {
     /// whose passes change): once a graph of the same shape was built, this
     /// allocates nothing, as long as node and set names are `&'static str`
     /// (an owned name is the caller's allocation, and a build that compiles
-    /// keeps a copy of it): the bodies and conditions of
+    /// keeps a copy of it). Each distinct node name is also registered for
+    /// the process's life (profiles and estimates refer to it by number):
+    /// names made afresh without end, such as one with a counter in it,
+    /// grow memory by a few dozen bytes each. The bodies and conditions of
     /// the graph it replaces leave their memory to those of the next graph
     /// of the same closure types. A node whose name was in the last graph
     /// keeps its measured time, so critical-path-first ordering and the

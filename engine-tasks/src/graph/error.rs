@@ -62,7 +62,10 @@ impl fmt::Display for GraphError {
             }
             GraphError::TooManyNodes(n) => write!(f, "{n} nodes; at most {MAX_NODES} allowed"),
             GraphError::UnknownSet { member, set } => {
-                write!(f, "{member:?} is put in set {set:?}, which does not exist")
+                write!(
+                    f,
+                    "{member:?} is put in set {set:?}, which no set is called"
+                )
             }
             GraphError::Ambiguous(pairs) => {
                 write!(f, "conflicting nodes with no declared order: ")?;
