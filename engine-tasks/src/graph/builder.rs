@@ -810,3 +810,82 @@ impl<C: ?Sized + Sync> Drop for ClearOnUnwind<'_, C> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::TaskGraphBuilder;
+    use crate::Lane;
+
+    /// The node edges a builder compiles into, as (from, to) names.
+    fn edges(b: &mut TaskGraphBuilder<()>) -> Vec<(String, String)> {
+        b.compile().unwrap();
+        let (names, successors) = (&b.inputs.names, &b.compiled.successors);
+        let mut edges = Vec::new();
+        for from in 0..names.len() {
+            for &to in successors.row(from) {
+                edges.push((names[from].to_string(), names[to as usize].to_string()));
+            }
+        }
+        edges.sort();
+        edges
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        (a.to_owned(), b.to_owned())
+    }
+
+    /// Empty sets as stage labels, each after the one before, a node
+    /// between each two: the nodes form a chain of k - 1 edges. Before,
+    /// each node had an edge to every later one, k(k - 1)/2 in all, each a
+    /// count in every frame.
+    #[test]
+    fn a_chain_of_empty_sets_orders_its_nodes_by_a_chain_of_edges() {
+        let k = 40;
+        let mut b = TaskGraphBuilder::<()>::new();
+        for i in 0..k {
+            let set = b.set(format!("stage{i}"));
+            if i > 0 {
+                set.after([format!("stage{}", i - 1)]);
+            }
+        }
+        for i in 0..k {
+            let node = b
+                .node(format!("n{i}"), Lane::Normal, |_| {})
+                .before([format!("stage{i}")]);
+            if i > 0 {
+                node.after([format!("stage{}", i - 1)]);
+            }
+        }
+        let mut expected: Vec<_> = (1..k)
+            .map(|i| pair(&format!("n{}", i - 1), &format!("n{i}")))
+            .collect();
+        expected.sort();
+        assert_eq!(edges(&mut b), expected);
+    }
+
+    /// An empty set nested in a set with members: a node before the outer
+    /// set gets edges to its members only, not past them to the nodes
+    /// after the set, which the members order already. Where no node
+    /// stands between, an ordering through empty sets still holds.
+    #[test]
+    fn empty_sets_add_no_edges_past_the_nodes_that_order_them() {
+        let mut b = TaskGraphBuilder::<()>::new();
+        b.set("outer");
+        b.set("marker").in_set("outer");
+        b.node("m", Lane::Normal, |_| {}).in_set("outer");
+        b.node("before", Lane::Normal, |_| {}).before(["outer"]);
+        b.node("after", Lane::Normal, |_| {}).after(["outer"]);
+        assert_eq!(
+            edges(&mut b),
+            [pair("before", "m"), pair("m", "after")].to_vec()
+        );
+
+        let mut b = TaskGraphBuilder::<()>::new();
+        b.set("a");
+        b.set("b").after(["a"]);
+        b.set("c").after(["b"]);
+        b.node("first", Lane::Normal, |_| {}).before(["a"]);
+        b.node("last", Lane::Normal, |_| {}).after(["c"]);
+        assert_eq!(edges(&mut b), [pair("first", "last")].to_vec());
+    }
+}

@@ -8,12 +8,15 @@
 //! whose vertices are the nodes and, for every set, an entry and an exit
 //! vertex: "x after set S" is an edge from S's exit to x, "x before S" one
 //! from x to S's entry, a member of S lies between S's entry and exit
-//! (entry -> member -> exit; a nested set by its own entry and exit), and a
-//! set without nodes in it joins its entry to its exit directly, so an
-//! ordering through an empty set still holds. A cycle of that graph is a
+//! (entry -> member -> exit; a nested set by its own entry and exit), and
+//! every set's entry joins its exit directly, so an ordering through an
+//! empty set still holds (the node edges below take that shortcut only for
+//! a set without nodes in it). A cycle of that graph is a
 //! [`GraphError::Cycle`] naming every node and set on it, in running order.
 //! The node-to-node edges are then, for each node, the first nodes reached
-//! from it through set vertices only.
+//! from it through set vertices only, leaving out a set vertex that one of
+//! those first nodes leads to itself (what lies past it is ordered after
+//! that node already).
 //!
 //! # Accesses
 //!
@@ -224,6 +227,8 @@ pub(super) struct Scratch {
     stamp: Vec<u32>,
     stack: Vec<u32>,
     has_nodes: Vec<bool>,
+    /// Per vertex of the extended graph, the nodes with an edge into it.
+    node_preds: Rows<u32>,
     parents: Rows<u32>,
     pairs: Vec<(u32, u32)>,
     access_pairs: Vec<(u32, Access)>,
@@ -449,6 +454,19 @@ fn node_edges(input: &Input<'_>, scratch: &mut Scratch) {
                 }
         });
     }
+    if sets > 0 {
+        let extended = &scratch.extended;
+        scratch.node_preds.fill(
+            n + 2 * sets,
+            (0..n as u32).flat_map(move |from| {
+                extended
+                    .row(from as usize)
+                    .iter()
+                    .filter(move |&&to| to as usize >= n)
+                    .map(move |&to| (to, from))
+            }),
+        );
+    }
     scratch.edges.clear();
     scratch.stamp.clear();
     scratch.stamp.resize(n + 2 * sets, u32::MAX);
@@ -457,6 +475,22 @@ fn node_edges(input: &Input<'_>, scratch: &mut Scratch) {
         scratch.stack.push(node);
         scratch.stamp[node as usize] = node;
         while let Some(v) = scratch.stack.pop() {
+            // A set vertex that a node found from `node` (not `node`
+            // itself) has an edge into: everything past it is past that
+            // node too, which is ordered after `node` already, so crossing
+            // it would add only redundant edges (through a chain of k empty
+            // sets, k(k-1)/2 of them). A row's nodes are found before its
+            // set vertices are crossed.
+            if v as usize >= n {
+                let stamp = &scratch.stamp;
+                let preds = scratch.node_preds.row(v as usize);
+                if preds
+                    .iter()
+                    .any(|&p| p != node && stamp[p as usize] == node)
+                {
+                    continue;
+                }
+            }
             // A set with nodes in it is crossed through its members only,
             // not from its entry straight to its exit.
             let skip = match (v as usize).checked_sub(n) {
