@@ -45,8 +45,9 @@
 //!   published it ended.
 //! * **How early.** `lead` is twice the loop's measured jitter (the
 //!   smoothed deviation of its start-to-start interval from the smoothed
-//!   period) plus [`LEAD_FLOOR_NANOS`], and the worker adds how late its own
-//!   timed parks have woken so far (`oversleep`, smoothed; it includes the
+//!   period) plus [`LEAD_FLOOR_NANOS`], and the worker adds how late the
+//!   pool's timed parks have woken so far (`oversleep`, one smoothed value
+//!   for the pool; it includes the
 //!   kernel's timer slack and the CPU's wake-up; one park counts for at
 //!   most [`MAX_OVERSLEEP_NANOS`], so that a preempted one does not stop
 //!   the forecasts). A loop whose jitter is over an eighth of its period,

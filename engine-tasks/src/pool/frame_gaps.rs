@@ -46,8 +46,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// per tick, so that each finds its own gap a tick later.
 pub(crate) const GAP_SLOTS: usize = 8;
 /// Bits of a slot that hold the gap; the rest hold the end's number. 48
-/// bits of ticks are days at any clock rate; the 16 left tell 65,535 ends
-/// apart, far more than the slots.
+/// bits of ticks are about 16 hours at 5 GHz (a longer gap is clamped);
+/// the 16 left tell 65,535 ends apart, far more than the slots.
 const GAP_BITS: u32 = 48;
 const GAP_MASK: u64 = (1 << GAP_BITS) - 1;
 

@@ -170,6 +170,18 @@ impl Local<'_> {
                         Parked::Idle(idle) => return idle,
                     }
                 }
+                // The look lasts at most its planned length, however far the
+                // tick clock says the frame is: a clock that went back (a
+                // resume, a migrated VM) or a tick rate gone wrong would
+                // otherwise stretch the look (a spin) to the stale forecast.
+                // If the park ended long before its planned end by the tick
+                // clock, the clock and the forecast disagree: park for good,
+                // and let the frame's push wake this thread.
+                let planned_look = plan.look_until.saturating_sub(plan.wake_at);
+                let now = clock::ticks();
+                if plan.wake_at.saturating_sub(now) > planned_look {
+                    break;
+                }
                 let started = std::time::Instant::now();
                 // A look for a tick warms the frame's data and code
                 // meanwhile (early_wake.rs).
@@ -180,7 +192,10 @@ impl Local<'_> {
                         .warming(self.shared.frame_thread_spans()),
                     LookFor::NextGraph => Warming::none(),
                 };
-                let look_for = plan.look_until.saturating_sub(clock::ticks());
+                let look_for = plan
+                    .look_until
+                    .saturating_sub(clock::ticks())
+                    .min(planned_look);
                 let found = poll(look_for, &|| true, &mut warming);
                 self.slot
                     .counters

@@ -203,3 +203,40 @@ fn a_pool_that_never_wakes_early_gets_no_forecast() {
     }
     assert_eq!(pool.stats().threads[0].early_wakes, 0);
 }
+
+/// A forecast whose tick rate is a hundred times too small (as after a
+/// suspend that the tick counter counted and the monotonic clock did not):
+/// the worker's timed park ends about 50 ms early by the tick clock. It
+/// then parks for good instead of looking (a spin) until the forecast
+/// frame. Before, it spun those 50 ms, and after a clock that went back,
+/// for as long as the clock had run before.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
+fn a_worker_whose_park_ends_long_before_the_forecast_parks_for_good() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let shared = pool.shared();
+    let nanos_per_tick = nanos_per_tick(Duration::from_millis(20));
+    let ahead = (50_000_000.0 / nanos_per_tick) as u64;
+    let forecast = Forecast {
+        start: clock::ticks() + ahead,
+        jitter: 200_000.0 / nanos_per_tick,
+    };
+    shared
+        .next_frame
+        .expect(forecast, 1, nanos_per_tick / 100.0);
+    // The worker starts, runs a task and parks, reading the forecast.
+    pool.spawn(Lane::Normal, || ()).unwrap().join().unwrap();
+    // Past the forecast frame: a look, had there been one, has begun, and
+    // ends before the worker parks again.
+    std::thread::sleep(Duration::from_millis(80));
+    until_parked(&pool);
+    let stats = pool.stats().threads[0];
+    assert_eq!(
+        (stats.early_wakes, stats.early_wait),
+        (0, Duration::ZERO),
+        "the worker looked for the forecast frame"
+    );
+}
