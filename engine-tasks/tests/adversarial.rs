@@ -1176,6 +1176,128 @@ fn the_engines_other_payload_drops_are_quiet_too() {
     });
 }
 
+/// A thread-spawn function that starts the thread and then reports the
+/// start failed, by an error (`panics: false`) or a panic. It keeps the
+/// threads it started in `started`.
+fn starts_then_fails(
+    started: Arc<std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>>,
+    panics: bool,
+) -> impl Fn(
+    engine_tasks::ThreadSpec,
+    Box<dyn FnOnce() + Send>,
+) -> std::io::Result<std::thread::JoinHandle<()>>
+       + Send
+       + Sync
+       + 'static {
+    move |spec, main| {
+        let thread = std::thread::Builder::new().name(spec.name).spawn(main)?;
+        started.lock().unwrap().push(thread);
+        if panics {
+            panic!("the start is reported failed after the thread began");
+        }
+        Err(std::io::Error::other("the start is reported failed"))
+    }
+}
+
+/// A spawn function that starts its thread and then fails (returns an
+/// error, or panics). The pools believe the answer: no thread. Before, the
+/// thread ran the pool's loop anyway. The blocking pool's thread, unknown
+/// to it, took one from its count of threads as it left: below zero, an
+/// abort. The work-stealing pool's ran its tasks, and its drop neither
+/// joined nor waited for it.
+#[test]
+fn a_thread_whose_start_is_reported_failed_never_joins_its_pool() {
+    in_child_process(
+        "a_thread_whose_start_is_reported_failed_never_joins_its_pool",
+        || {
+            for panics in [false, true] {
+                let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+                let blocking = BlockingPool::builder()
+                    .cap(2)
+                    .spawn_with(starts_then_fails(started.clone(), panics))
+                    .build()
+                    .unwrap();
+                let refused = blocking.spawn(|| 5).unwrap_err();
+                assert_eq!((refused.into_inner())(), 5);
+                assert_eq!(blocking.metrics().threads, 0);
+                drop(blocking);
+
+                let pool = Pool::builder()
+                    .threads(2)
+                    .spawn_with(starts_then_fails(started.clone(), panics))
+                    .build()
+                    .unwrap();
+                let caller = std::thread::current().id();
+                let tasks: Vec<_> = (0..50)
+                    .map(|_| {
+                        pool.spawn(Lane::Normal, || {
+                            std::thread::sleep(Duration::from_micros(200));
+                            std::thread::current().id()
+                        })
+                        .unwrap()
+                    })
+                    .collect();
+                for task in tasks {
+                    assert_eq!(
+                        task.join().unwrap(),
+                        caller,
+                        "no worker started, so the caller runs every task it waits for"
+                    );
+                }
+                let stats = pool.stats();
+                assert_eq!(stats.threads_started, 0);
+                assert!(stats.spawn_failures >= 1);
+                drop(pool);
+
+                // The threads the function started return at once.
+                let threads = std::mem::take(&mut *started.lock().unwrap());
+                assert!(!threads.is_empty());
+                for thread in threads {
+                    thread.join().unwrap();
+                }
+            }
+        },
+    );
+}
+
+/// A blocking pool shut down by a task of a work-stealing pool whose only
+/// worker is busy with it, while a blocking task waits for the result of
+/// a background task of that pool. The shutdown waits for the blocking thread, which
+/// waits for the background task. Before, the shutdown slept in a thread
+/// join and nobody ran the background task: a hang. Now a thread of a
+/// work-stealing pool runs that pool's tasks while it waits for the
+/// blocking threads to leave, as `BlockingTask::wait` does.
+#[test]
+fn shutting_a_blocking_pool_down_on_a_worker_runs_the_tasks_its_threads_wait_for() {
+    let answer = within_watchdog("a blocking pool shut down on a worker", || {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let handle = pool.handle();
+        let (answered, answer) = mpsc::channel();
+        // Detached, so that the worker, not a joining caller, runs it.
+        drop(pool.spawn(Lane::Normal, move || {
+            let blocking = BlockingPool::new();
+            let (running, is_running) = mpsc::channel();
+            let read = blocking
+                .spawn(move || {
+                    running.send(()).unwrap();
+                    // A decode step handed to the work-stealing pool, whose
+                    // result comes back by channel.
+                    let (decoded, result) = mpsc::channel();
+                    drop(handle.spawn(Lane::Background, move || decoded.send(7).unwrap()));
+                    result.recv().unwrap()
+                })
+                .unwrap();
+            is_running.recv().unwrap();
+            drop(blocking);
+            answered.send(read.wait().unwrap()).unwrap();
+        }));
+        let answer = answer.recv().unwrap();
+        drop(pool);
+        answer
+    });
+    assert_eq!(answer, 7);
+}
+
 /// Joins on drop, as a game's system might when it is torn down.
 struct JoinsOnDrop<'a>(&'a Pool, &'a AtomicUsize);
 

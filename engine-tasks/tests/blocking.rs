@@ -298,6 +298,25 @@ fn bad_configurations_are_refused() {
             .unwrap_err(),
         BlockingBuildError::NulInThreadName
     );
+    for requested in [0, 16 * 1024] {
+        let refused = BlockingPool::builder()
+            .stack_size(requested)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            BlockingBuildError::StackTooSmall {
+                requested,
+                min: engine_tasks::MIN_STACK_SIZE
+            }
+        );
+        assert!(refused.to_string().contains("below the minimum"));
+    }
+    let roomy = BlockingPool::builder()
+        .stack_size(engine_tasks::MIN_STACK_SIZE)
+        .build()
+        .unwrap();
+    assert_eq!(roomy.spawn(|| 1).unwrap().wait().unwrap(), 1);
 }
 
 #[test]
@@ -332,6 +351,48 @@ fn a_full_queue_refuses_with_the_closure_back() {
     assert_eq!(sum, 1);
     // With room again, submissions are accepted.
     assert_eq!(pool.spawn(|| 5).unwrap().wait().unwrap(), 5);
+}
+
+/// A thread that has started for a task but not yet taken it: that task
+/// does not count against `max_queued`, as a task a notified thread will
+/// take does not. Before, with `cap(1).max_queued(1)`, a second task
+/// submitted before the new thread's first look was refused as `Full`,
+/// though nothing waited for a thread yet. The spawn function holds each
+/// thread back until the test lets it go, so the order is fixed.
+#[test]
+fn a_task_a_starting_thread_will_take_does_not_count_against_max_queued() {
+    let released = Arc::new(AtomicBool::new(false));
+    let hold = released.clone();
+    let pool = BlockingPool::builder()
+        .cap(1)
+        .max_queued(1)
+        .spawn_with(move |spec, main| {
+            let hold = hold.clone();
+            thread::Builder::new().name(spec.name).spawn(move || {
+                while !hold.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                main()
+            })
+        })
+        .build()
+        .unwrap();
+    /// Lets the threads go also when an assertion fails, so that the
+    /// pool's drop does not wait for them for ever.
+    struct Release(Arc<AtomicBool>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let release = Release(released);
+    let first = pool.spawn(|| 1).unwrap(); // starts the thread, which will take it
+    let second = pool.spawn(|| 2).unwrap(); // the one task waiting for a thread
+    let refused = pool.spawn(|| 3).unwrap_err();
+    assert!(matches!(refused, BlockingError::Full(_)));
+    drop(release);
+    assert_eq!(first.wait().unwrap() + second.wait().unwrap(), 3);
+    assert_eq!(pool.metrics().peak_threads, 1);
 }
 
 /// A blocking task that waits for another task of its own pool, with every

@@ -28,7 +28,10 @@
 //!   the lock, mark the pool shut and take every queued task that is not
 //!   mandatory and every thread handle; outside it, drop the taken tasks
 //!   (their handles report [`JoinError::Cancelled`], their destructors
-//!   run), wake every thread, and join them. Threads run the mandatory tasks
+//!   run), wake every thread, and join them. A caller that works in a
+//!   work-stealing pool first waits for the last thread to leave
+//!   (`all_left`) while it runs that pool's tasks: a blocking task may be
+//!   waiting for one, with every worker as stuck as the caller. Threads run the mandatory tasks
 //!   still queued before they exit; if no thread is left, the shutting-down
 //!   caller runs them. A caller from outside the pool then waits until the
 //!   last thread has left (`exited`), also when another call took the
@@ -45,7 +48,10 @@ use crate::blocking::wakeups::{OnSubmit, Wakeups};
 use crate::faults::{self, Site};
 use crate::pool::registry::{spawn_std_thread, SpawnFn, ThreadSpec};
 use crate::pool::spawn::{drop_quietly, JoinError};
+use crate::pool::start;
 use crate::pool::worker::AbortOnUnwind;
+use crate::pool::MIN_STACK_SIZE;
+use crate::sync::latch::Latch;
 use crate::trace::instrument;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -111,7 +117,7 @@ impl BlockingPoolBuilder {
     }
 
     /// Most tasks waiting for a thread (default: unbounded). A task that an
-    /// idle thread will take does not count. With `cap` threads running
+    /// idle thread, or one just started for it, will take does not count. With `cap` threads running
     /// (or fewer, when no more could start), none idle, and this many tasks
     /// waiting, submissions fail with [`BlockingError::Full`] instead of
     /// growing the queue.
@@ -156,7 +162,9 @@ impl BlockingPoolBuilder {
         self
     }
 
-    /// Stack size of each thread.
+    /// Stack size of each thread, at least [`MIN_STACK_SIZE`]
+    /// ([`build`](Self::build) refuses a smaller one: the pool's own code
+    /// on the thread would overflow it).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -165,8 +173,11 @@ impl BlockingPoolBuilder {
     /// Starts threads with `spawn` instead of `std::thread::Builder`.
     ///
     /// `spawn` must run the function it is given on the new thread, or
-    /// return an error: a thread it reports started but never runs is
-    /// waited for by `shutdown`. It runs under the pool's lock, inside the
+    /// return an error (a panic counts as one). The pool believes the
+    /// answer: a thread the function started before it failed returns at
+    /// once without joining the pool, and a function dropped unrun makes
+    /// the start a failure too. But a function it keeps and never runs is
+    /// a thread the pool counts, and `shutdown` waits for it. It runs under the pool's lock, inside the
     /// call that submits a task: it must not submit to this pool or read
     /// its [`metrics`](BlockingPoolHandle::metrics) (that would deadlock),
     /// and while it runs, other submitters and the pool's threads wait.
@@ -192,12 +203,19 @@ impl BlockingPoolBuilder {
         if self.name_prefix.contains('\0') {
             return Err(BlockingBuildError::NulInThreadName);
         }
+        if let Some(requested) = self.stack_size.filter(|&s| s < MIN_STACK_SIZE) {
+            return Err(BlockingBuildError::StackTooSmall {
+                requested,
+                min: MIN_STACK_SIZE,
+            });
+        }
         Ok(BlockingPool {
             handle: BlockingPoolHandle {
                 inner: Arc::new(Inner {
                     state: Mutex::new(State::default()),
                     work: Condvar::new(),
                     exited: Condvar::new(),
+                    all_left: Latch::new(1),
                     cap: self.cap,
                     max_queued: self.max_queued,
                     keep_alive: self.keep_alive,
@@ -222,6 +240,13 @@ pub enum BlockingBuildError {
     /// A thread-name prefix with a NUL byte, which no thread name can hold
     /// (`std::thread::Builder` panics on one).
     NulInThreadName,
+    /// A stack smaller than [`MIN_STACK_SIZE`].
+    StackTooSmall {
+        /// Requested, in bytes.
+        requested: usize,
+        /// [`MIN_STACK_SIZE`].
+        min: usize,
+    },
 }
 
 impl fmt::Display for BlockingBuildError {
@@ -236,6 +261,10 @@ impl fmt::Display for BlockingBuildError {
             BlockingBuildError::NulInThreadName => {
                 f.write_str("the thread name prefix holds a NUL byte, which a thread name cannot")
             }
+            BlockingBuildError::StackTooSmall { requested, min } => write!(
+                f,
+                "a blocking thread's stack of {requested} bytes is below the minimum of {min}"
+            ),
         }
     }
 }
@@ -334,6 +363,8 @@ struct State {
     next_id: usize,
     handles: HashMap<ThreadId, JoinHandle<()>>,
     last_exited: Option<JoinHandle<()>>,
+    /// `Inner::all_left` was set.
+    all_left: bool,
 }
 
 pub(super) struct Inner {
@@ -342,6 +373,10 @@ pub(super) struct Inner {
     /// Signalled when a thread leaves the pool after shutdown: callers of
     /// `shutdown` wait on it for the last thread.
     exited: Condvar,
+    /// Set once the pool is shut down and its last thread has left: a
+    /// thread of a work-stealing pool waits on it in `shutdown` while it
+    /// runs that pool's work, which the blocking threads may wait for.
+    all_left: Latch,
     cap: usize,
     max_queued: usize,
     keep_alive: Duration,
@@ -498,6 +533,17 @@ impl BlockingPoolHandle {
     /// one of the pool's own tasks does not wait for the other threads
     /// (one may be waiting for the calling task); the mandatory tasks
     /// still run, on them or here.
+    ///
+    /// What runs on the calling thread: the destructors of the dropped
+    /// tasks' closures (a panic in one is discarded), the continuations
+    /// ([`then`](BlockingTask::then)) of those tasks, with
+    /// [`JoinError::Cancelled`], if their pool refuses them, and the
+    /// mandatory tasks if no thread is left to run them. On a thread that
+    /// works in a work-stealing [`Pool`](crate::Pool) (its worker, or a
+    /// thread waiting there as its guest), the wait for the blocking
+    /// threads also runs that pool's tasks, of every lane, since a
+    /// blocking task may wait for one of them; do not shut down while
+    /// holding a lock that such tasks take. On any other thread it sleeps.
     pub fn shutdown(&self) {
         if !std::thread::panicking() {
             // It joins the blocking threads, whose jobs may wait on a pool.
@@ -512,6 +558,7 @@ impl BlockingPoolHandle {
                 state.queue.drain(..).partition(|job| job.mandatory);
             state.queue = mandatory;
             inner.sync_counts(&state);
+            inner.note_if_all_left(&mut state);
             if on_pool_thread {
                 // Joins no thread: another may be waiting for the calling
                 // task. The handles stay for a call from outside (the
@@ -525,6 +572,13 @@ impl BlockingPoolHandle {
         inner.work.notify_all();
         for job in dropped {
             (job.run)(None);
+        }
+        if !on_pool_thread {
+            // On a thread of a work-stealing pool, whose tasks a blocking
+            // task may wait for (with every worker as stuck as this one,
+            // nobody else would run them), run them until the last thread
+            // has left; elsewhere this returns at once.
+            crate::pool::wait::wait_working_for_own_pool(&inner.all_left);
         }
         for handle in handles.into_iter().chain(last) {
             // A thread's panics are caught per task; a join error would be a
@@ -676,30 +730,34 @@ impl Inner {
             stack_size: self.stack_size,
         };
         let inner = self.clone();
-        let main = Box::new(move || inner.thread_main());
-        let spawn = AssertUnwindSafe(|| {
-            if faults::should_fail(Site::ThreadSpawn) {
-                return Err(std::io::Error::other("injected fault: thread spawn"));
-            }
-            (self.spawn)(spec, main)
-        });
-        match panic::catch_unwind(spawn) {
-            Ok(Ok(handle)) => {
+        // A spawn function that panics, or starts the thread and then
+        // fails, is a failed start, and that thread never enters the pool
+        // (start.rs): it would leave it one more time than it was counted.
+        match start::start_thread(&*self.spawn, spec, move || inner.thread_main()) {
+            Ok(handle) => {
                 state.threads += 1;
+                state.wakeups.started();
                 state.handles.insert(handle.thread().id(), handle);
                 self.sync_counts(state);
                 true
             }
-            failed => {
-                // A panic's payload must not unwind into the submitter,
-                // which holds the pool's lock.
-                if let Err(payload) = failed {
-                    drop_quietly(payload);
-                }
+            Err(_) => {
                 // Relaxed: a statistic.
                 self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
                 false
             }
+        }
+    }
+
+    /// Sets `all_left` once the pool is shut down with no thread left (under
+    /// the lock: once only).
+    fn note_if_all_left(&self, state: &mut State) {
+        if state.shutdown && state.threads == 0 && !state.all_left {
+            state.all_left = true;
+            // SAFETY: the latch lives in `self`, which the caller's `Arc`
+            // keeps alive past the call; it is counted down once, by the
+            // call that changes `state.all_left` under the lock.
+            unsafe { Latch::count_down(&self.all_left) };
         }
     }
 
@@ -722,6 +780,7 @@ impl Inner {
         let _leave = LeavePool;
         instrument::thread_started(thread::current().name().unwrap_or("engine-blocking"));
         let mut state = self.lock();
+        state.wakeups.first_look();
         loop {
             // After shutdown only mandatory tasks are left in the queue.
             if let Some(job) = state.queue.pop_front() {
@@ -744,6 +803,7 @@ impl Inner {
         }
         state.threads -= 1;
         self.sync_counts(&state);
+        self.note_if_all_left(&mut state);
         drop(state);
         self.exited.notify_all();
         abort.done();

@@ -15,6 +15,10 @@
 //!   queue is not empty or the pool shuts down, notification or not, since
 //!   a task nobody was notified for is still a task. Otherwise the wake-up
 //!   was spurious (or a time-out) and it waits again.
+//! * `started` / `first_look`: a thread started for a submission will take
+//!   a task at its first look at the queue, as a notified thread will: until
+//!   then, one queued task is its and does not count as waiting for a
+//!   thread (`unclaimed_tasks`, which `max_queued` limits).
 
 /// See the module docs.
 #[derive(Default, Debug)]
@@ -23,6 +27,8 @@ pub(crate) struct Wakeups {
     pub(crate) idle: usize,
     /// Notifications sent and not yet taken by a waking thread.
     pub(crate) notified: usize,
+    /// Threads started and not yet at their first look at the queue.
+    pub(crate) starting: usize,
 }
 
 /// What a submitter does after queueing its task.
@@ -49,10 +55,20 @@ impl Wakeups {
         self.idle > self.notified
     }
 
-    /// Of `queued` tasks, how many no woken thread is on its way to take:
-    /// each pending notification takes one.
+    /// Of `queued` tasks, how many no thread is on its way to take: each
+    /// pending notification takes one, and so does each starting thread.
     pub(crate) fn unclaimed_tasks(&self, queued: usize) -> usize {
-        queued.saturating_sub(self.notified)
+        queued.saturating_sub(self.notified + self.starting)
+    }
+
+    /// A thread was started for a submission.
+    pub(crate) fn started(&mut self) {
+        self.starting += 1;
+    }
+
+    /// A started thread looks at the queue for the first time.
+    pub(crate) fn first_look(&mut self) {
+        self.starting -= 1;
     }
 
     /// A thread starts waiting.

@@ -9,7 +9,8 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-/// Smallest stack a worker may be given: below this even the scheduler's own
+/// Smallest stack a pool thread (a worker, or a blocking pool's thread) may be
+/// given: below this even the scheduler's own
 /// frames (and a panic's unwinding) do not fit reliably.
 pub const MIN_STACK_SIZE: usize = 64 * 1024;
 
@@ -210,6 +211,11 @@ impl PoolBuilder {
     /// Replaces how worker threads are started (default: `std::thread`),
     /// e.g. to pin them or set their OS priority. A returned error is
     /// survived: the pool stops spawning and works with the threads it has.
+    /// A panic counts as an error. The pool believes the answer: a thread
+    /// the function started before it failed returns at once without
+    /// running the pool's loop, and so does one whose function it dropped
+    /// unrun (that start counts as failed too). `spawn` must run the
+    /// function on the new thread, not in the call.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool};

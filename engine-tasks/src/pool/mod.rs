@@ -18,6 +18,7 @@ pub(crate) mod registry;
 pub(crate) mod scope;
 mod search;
 pub(crate) mod spawn;
+pub(crate) mod start;
 pub(crate) mod stats;
 pub(crate) mod wait;
 pub(crate) mod worker;

@@ -37,10 +37,10 @@
 //! exits once it finds no task (the dropping one when that task returns),
 //! and tasks may still be running when the drop returns.
 
-use crate::faults::{self, Site};
 use crate::lane::Lane;
 use crate::pool::early_wake::{EarlyWake, NextFrame};
 use crate::pool::frame_gaps::FrameGaps;
+use crate::pool::start;
 use crate::pool::stats::{PoolStats, SlotCounters};
 use crate::pool::worker;
 use crate::sync::deque::Deque;
@@ -56,7 +56,6 @@ use crate::sync::task::TaskRef;
 use crate::trace::instrument;
 use crossbeam_utils::CachePadded;
 use std::io;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -67,7 +66,11 @@ pub const MAX_THREADS: usize = MAX_SLOTS - 1;
 /// What the spawn function is asked to start.
 #[derive(Clone, Debug)]
 pub struct ThreadSpec {
-    /// Worker index, from 0.
+    /// Which thread: in a [`Pool`](crate::Pool), the worker's index, from 0
+    /// and below the pool's thread count; in a
+    /// [`BlockingPool`](crate::BlockingPool), a count of the pool's thread
+    /// starts, from 0, which goes on growing as idle threads exit and new
+    /// ones start.
     pub index: usize,
     /// The thread name from the configured prefix, e.g. `engine-worker-0`.
     pub name: String,
@@ -562,19 +565,11 @@ impl Shared {
             name: format!("{}-{index}", self.config.name_prefix),
             stack_size: self.config.stack_size,
         };
-        // A panicking spawn function counts as a failed spawn.
-        let spawn = AssertUnwindSafe(|| {
-            if faults::should_fail(Site::ThreadSpawn) {
-                return Err(io::Error::other("injected fault: thread spawn"));
-            }
-            let body = self.config.thread_body;
-            (self.config.spawn)(spec, Box::new(move || body(shared, index)))
-        });
-        match std::panic::catch_unwind(spawn).unwrap_or_else(|payload| {
-            // Its drop must not unwind into whatever notified.
-            crate::pool::spawn::drop_quietly(payload);
-            Err(io::Error::other("the thread spawn function panicked"))
-        }) {
+        // A spawn function that panics, or starts the thread and then
+        // fails, is a failed spawn, and that thread never runs the body
+        // (start.rs).
+        let body = self.config.thread_body;
+        match start::start_thread(&*self.config.spawn, spec, move || body(shared, index)) {
             Ok(handle) => {
                 threads.push(handle);
                 // Relaxed: read as a hint by `can_spawn`; the lock orders it.

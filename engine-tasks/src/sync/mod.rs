@@ -22,6 +22,7 @@
 //! | `node_marks` | a planned frame's claim and finish marks |
 //! | `gate` | the submission gate that makes shutdown lose no task |
 //! | `helpers` | outside threads that run a pool's work while it has no thread |
+//! | `start_verdict` | whether a thread a spawn function started may join its pool |
 //! | `frame_gate` | a yes-or-no answer worked out once per frame (a set's run conditions) |
 //! | `park` | a one-permit parker, with timed parks |
 //! | `idle` | the wake protocol: one searcher, no lost wake-up |
@@ -46,4 +47,5 @@ pub(crate) mod placement;
 pub(crate) mod prefetch;
 pub(crate) mod queue;
 pub(crate) mod ring;
+pub(crate) mod start_verdict;
 pub(crate) mod task;

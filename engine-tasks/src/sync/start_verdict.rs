@@ -1,0 +1,156 @@
+//! A thread's start verdict: whether a thread that a spawn function
+//! started may run its pool's loop. Used by `pool/start.rs`; the reason is
+//! there.
+//!
+//! # States
+//!
+//! Each start has a `Verdict`, shared by the starting call and the
+//! thread's function, under a mutex:
+//!
+//! ```text
+//! Pending --the function returned a handle--> Counted  (the thread runs the body)
+//! Pending --an error or a panic------------> Refused  (the thread returns at once)
+//! Pending --the thread's function dropped--> Dropped  (the start then counts as failed)
+//! ```
+//!
+//! The thread's function first waits while the verdict is `Pending`, then
+//! runs the pool's body only if it reads `Counted`. The starting call
+//! decides once the spawn function has returned, so a thread can never see
+//! a verdict its pool then changes. The wait is short (the rest of the
+//! spawn function) and happens on the new thread, never on the caller.
+
+use crate::loom::{Arc, Condvar, Mutex};
+use std::io;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Pending,
+    Counted,
+    Refused,
+    Dropped,
+}
+
+/// The starting call's share.
+pub(crate) struct Verdict {
+    state: Mutex<State>,
+    decided: Condvar,
+}
+
+/// A verdict for one start, `Pending`, and the ticket for the thread's
+/// function.
+pub(crate) fn new() -> (Arc<Verdict>, Ticket) {
+    let verdict = Arc::new(Verdict {
+        state: Mutex::new(State::Pending),
+        decided: Condvar::new(),
+    });
+    let ticket = Ticket(verdict.clone());
+    (verdict, ticket)
+}
+
+impl Verdict {
+    fn lock(&self) -> crate::loom::MutexGuard<'_, State> {
+        // Nothing panics under this lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The starting call's side: `started` is what the spawn function
+    /// answered; what is returned is what the pool must believe.
+    pub(crate) fn decide<H>(&self, started: io::Result<H>) -> io::Result<H> {
+        let mut state = self.lock();
+        if *state == State::Dropped {
+            // Dropping a handle detaches a thread that, if it exists, no
+            // longer has the pool's function to run.
+            drop(started);
+            return Err(io::Error::other(
+                "the thread spawn function dropped the thread's function without running it",
+            ));
+        }
+        *state = if started.is_ok() {
+            State::Counted
+        } else {
+            State::Refused
+        };
+        drop(state);
+        self.decided.notify_all();
+        started
+    }
+}
+
+/// The thread function's share of a verdict.
+pub(crate) struct Ticket(Arc<Verdict>);
+
+impl Ticket {
+    /// Waits for the starting call's verdict: whether to run the body.
+    pub(crate) fn counted(&self) -> bool {
+        let mut state = self.0.lock();
+        while *state == State::Pending {
+            state = self
+                .0
+                .decided
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        *state == State::Counted
+    }
+}
+
+impl Drop for Ticket {
+    /// Dropped before the verdict (the function was never run): tell the
+    /// starting call, which then refuses the start. After it: nothing.
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        if *state == State::Pending {
+            *state = State::Dropped;
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::loom::thread;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The spawn function starts the thread, then answers `answer_ok`:
+    /// the body runs exactly when the answer was a success.
+    fn model(answer_ok: bool) {
+        loom::model(move || {
+            let runs = Arc::new(AtomicUsize::new(0));
+            let counter = runs.clone();
+            let (verdict, ticket) = new();
+            let thread = thread::spawn(move || {
+                if ticket.counted() {
+                    // Relaxed: read after the join, which orders it.
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let answer = if answer_ok {
+                Ok(())
+            } else {
+                Err(io::Error::other("failed after starting"))
+            };
+            assert_eq!(verdict.decide(answer).is_ok(), answer_ok);
+            thread.join().unwrap();
+            // Relaxed: after the join.
+            assert_eq!(runs.load(Ordering::Relaxed), usize::from(answer_ok));
+        });
+    }
+
+    #[test]
+    fn a_thread_runs_the_body_only_when_its_start_was_counted() {
+        model(true);
+        model(false);
+    }
+
+    /// The function is dropped unrun while the spawn function still runs:
+    /// the start fails whatever the function answers.
+    #[test]
+    fn a_function_dropped_unrun_fails_the_start() {
+        loom::model(|| {
+            let (verdict, ticket) = new();
+            let dropper = thread::spawn(move || drop(ticket));
+            dropper.join().unwrap();
+            assert!(verdict.decide(Ok(())).is_err());
+        });
+    }
+}
