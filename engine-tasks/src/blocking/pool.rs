@@ -543,7 +543,8 @@ impl BlockingPoolHandle {
     /// thread waiting there as its guest), the wait for the blocking
     /// threads also runs that pool's tasks, of every lane, since a
     /// blocking task may wait for one of them; do not shut down while
-    /// holding a lock that such tasks take. On any other thread it sleeps.
+    /// holding a lock that such tasks take. On any other thread, or while
+    /// the thread unwinds from a panic, it sleeps.
     pub fn shutdown(&self) {
         if !std::thread::panicking() {
             // It joins the blocking threads, whose jobs may wait on a pool.
@@ -573,11 +574,14 @@ impl BlockingPoolHandle {
         for job in dropped {
             (job.run)(None);
         }
-        if !on_pool_thread {
-            // On a thread of a work-stealing pool, whose tasks a blocking
-            // task may wait for (with every worker as stuck as this one,
-            // nobody else would run them), run them until the last thread
-            // has left; elsewhere this returns at once.
+        // On a thread of a work-stealing pool, whose tasks a blocking task
+        // may wait for (with every worker as stuck as this one, nobody else
+        // would run them), run them until the last thread has left;
+        // elsewhere this returns at once. Not while this thread unwinds, or
+        // in a region that forbids waits (a drop as a set's condition
+        // unwinds, say): the tasks run there could wait for the very code
+        // that is unwinding, and the join below is what ran before.
+        if !on_pool_thread && !thread::panicking() && !crate::pool::forbid_waits::in_region() {
             crate::pool::wait::wait_working_for_own_pool(&inner.all_left);
         }
         for handle in handles.into_iter().chain(last) {

@@ -229,6 +229,18 @@ impl fmt::Debug for Resources {
     }
 }
 
+/// A frame's hold on its [`Resources`]: dropping it gives the container
+/// back, also when a panic unwinds out of the frame (else every later frame
+/// on the container would find it in use for good).
+pub(super) struct FrameClaim<'r>(&'r Resources);
+
+impl Drop for FrameClaim<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire in `Resources::claim`.
+        self.0.in_frame.store(false, Ordering::Release);
+    }
+}
+
 impl Resources {
     /// An empty container.
     pub fn new() -> Resources {
@@ -261,19 +273,16 @@ impl Resources {
         self.values.contains_key(&TypeId::of::<T>())
     }
 
-    /// Claims the container for a frame; `false` if another frame has it.
-    pub(super) fn claim(&self) -> bool {
-        // Acquire: pairs with the Release in `release`, so this frame sees
-        // what the previous one wrote through its borrows.
+    /// Claims the container for a frame, until the claim is dropped (at
+    /// the frame's end, or as an unwind leaves it); `None` if another
+    /// frame has it.
+    pub(super) fn claim(&self) -> Option<FrameClaim<'_>> {
+        // Acquire: pairs with the Release in `FrameClaim::drop`, so this
+        // frame sees what the previous one wrote through its borrows.
         self.in_frame
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
-    }
-
-    /// Gives the container back at the end of the frame.
-    pub(super) fn release(&self) {
-        // Release: pairs with the Acquire in `claim`.
-        self.in_frame.store(false, Ordering::Release);
+            .then_some(FrameClaim(self))
     }
 
     /// Which container this is, and which of its contents: values looked

@@ -117,8 +117,11 @@ impl fmt::Debug for NodePanic {
     }
 }
 
-/// A frame in which nodes panicked. Every other node that did not depend on
-/// them ran; the next frame runs normally.
+/// A frame in which nodes panicked. A node whose body or run condition
+/// panicked is reported [`Panicked`](crate::graph::NodeOutcome::Panicked), and so
+/// is every node of a set whose run condition panicked; nodes that depend
+/// on any of them are skipped, and every other node ran. The next frame
+/// runs normally.
 ///
 /// A game may log the frame's failures and carry on:
 ///

@@ -32,10 +32,12 @@
 //! roots on the calling thread as one batch. A node that finishes counts down its
 //! successors (counts are never reset: each counts releases across the
 //! frames that count);
-//! it runs the most urgent successor it released itself, next (no queue,
-//! warm cache), and queues the rest on its own thread for others to steal.
-//! Nodes [pinned to the frame's thread](TaskGraphBuilder::main_thread_node)
-//! go to an inbox that only that thread drains. Nothing is allocated: the
+//! with [`ReadyOrder::CriticalPathFirst`] it runs the most urgent successor
+//! it released itself, next (no queue, warm cache), and queues the rest on
+//! its own thread for others to steal; with [`ReadyOrder::Fifo`] it queues
+//! them all. Nodes [pinned to the frame's
+//! thread](TaskGraphBuilder::main_thread_node) go to an inbox that only
+//! that thread drains, whoever released them. Nothing is allocated: the
 //! nodes are intrusive tasks made when the graph is built.
 //!
 //! # Frames run alone
@@ -48,8 +50,11 @@
 //! frame's thread runs the frame alone: it walks a plan, worked out between
 //! frames, that puts every node after its dependencies, so nothing is
 //! queued or counted. If such a frame turns out heavy by the same rule,
-//! checked after every node (every 32 nodes of an untimed graph after its
-//! first frame), and the nodes after that confirm it (a frame held up once
+//! checked after every node that is not light, and after each run of up to
+//! 16 light nodes (every 32 nodes of an untimed graph), all but in the
+//! graph's first frame ever (frame numbers carry over a
+//! [`build_into`](TaskGraphBuilder::build_into), whose new nodes count as
+//! light until measured), and the nodes after that confirm it (a frame held up once
 //! runs on alone), the thread queues the rest in the pool and waits like
 //! any shared frame.
 //!
@@ -123,8 +128,8 @@
 //!
 //! Nodes can be grouped in named sets ([`TaskGraphBuilder::set`]), ordered
 //! by node or by set, run only in frames where a condition holds
-//! ([`NodeBuilder::run_if`], evaluated once per frame when the node, or the
-//! set's first node, is about to run), and enabled or disabled between
+//! ([`NodeBuilder::run_if`], evaluated once per frame when the node, or
+//! whichever node of the set asks first, is about to run), and enabled or disabled between
 //! frames by name ([`TaskGraph::set_enabled`]). A node that does not run
 //! for those reasons releases its dependents as if it had
 //! ([`NodeOutcome::Off`]). A node that declares what it reads and writes

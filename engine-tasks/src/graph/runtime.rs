@@ -439,14 +439,17 @@ impl Runtime {
             self.declares_resources,
             "a frame's resources as its graph declared"
         );
-        if resources.is_some_and(|r| !r.claim()) {
-            return Err(FrameError {
-                frame: self.frames,
-                panicked: Vec::new(),
-                skipped: Vec::new(),
-                resources_in_use: true,
-            });
-        }
+        let claim = match resources.map(Resources::claim) {
+            Some(None) => {
+                return Err(FrameError {
+                    frame: self.frames,
+                    panicked: Vec::new(),
+                    skipped: Vec::new(),
+                    resources_in_use: true,
+                })
+            }
+            claim => claim.flatten(),
+        };
         if let Some(resources) = resources {
             self.shared_mut().gates.resolve(resources);
         }
@@ -481,9 +484,7 @@ impl Runtime {
                 .frame_ended_on(crate::sync::placement::current_cpu());
         }
         drop(frame_span);
-        if let Some(resources) = resources {
-            resources.release();
-        }
+        drop(claim);
         self.finish_frame(pool_shared, &start, sharing)
     }
 

@@ -431,15 +431,29 @@ impl FrameStats {
         }
     }
 
-    /// Each node's run time in ticks, in node order, if its body ran and
-    /// returned (a panicked node's time holds the unwinding; a skipped one
-    /// has none).
-    pub(super) fn ran_ticks(&self) -> impl ExactSizeIterator<Item = Option<u64>> + '_ {
+    /// What each node's run says of its time, in node order.
+    pub(super) fn node_times(&self) -> impl ExactSizeIterator<Item = NodeTime> + '_ {
         self.runs.iter().map(|run| {
             let raw = run.read();
-            (raw.outcome == NodeOutcome::Ran).then(|| raw.end.saturating_sub(raw.start))
+            match raw.outcome {
+                NodeOutcome::Ran => NodeTime::Ran(raw.end.saturating_sub(raw.start)),
+                NodeOutcome::Off => NodeTime::Off,
+                NodeOutcome::Panicked | NodeOutcome::Skipped => NodeTime::Failed,
+            }
         })
     }
+}
+
+/// What a node's last run says of its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NodeTime {
+    /// Its body ran and returned, in this many ticks.
+    Ran(u64),
+    /// Disabled, or a run condition did not hold: it cost nothing.
+    Off,
+    /// It panicked (its time holds the unwinding), or was skipped after a
+    /// panic: no measure.
+    Failed,
 }
 
 /// Writes into `path` the chain from a root to the sink (of `sinks`) that

@@ -24,9 +24,11 @@
 //!
 //! Waking a worker costs microseconds, more than many systems take. The
 //! executor measures each system's run time; a thread that finishes a system
-//! runs the first system that became startable itself, and also any
-//! frame-critical system measured under `INLINE_BELOW_NS` (within a budget),
-//! instead of queueing them. Everything else is spawned into its lane.
+//! keeps a frame-critical system that became startable to run itself when
+//! it has nothing else lined up (it runs last of its batch, which is
+//! last-in-first-out), and also any frame-critical system measured under
+//! `INLINE_BELOW_NS` (within a budget), instead of queueing them.
+//! Everything else is spawned into its lane.
 
 use crate::condition::ConditionCell;
 use crate::pass::SnapshotSlot;
@@ -274,9 +276,15 @@ impl SystemExecutor for PoolExecutor {
 }
 
 impl State {
-    /// Ready for a run: everything reset, in case a previous run unwound
-    /// half-way, and the systems in `skip` counted as done.
+    /// Ready for a run: the run's progress reset, in case a previous run
+    /// unwound half-way (a stale panic dropped, so that it is not re-raised
+    /// by this run), and the systems in `skip` counted as done. The systems
+    /// whose deferred buffers were not applied yet (`unapplied`) are kept:
+    /// their commands apply at the next sync point, as in bevy.
     fn reset(&mut self, plan: &Plan, skip: Option<&FixedBitSet>) {
+        if let Some(stale) = self.panic.take() {
+            drop_quietly(stale);
+        }
         self.remaining.clone_from(&plan.dependency_count);
         self.ready.clone_from(&plan.starting);
         self.running.clear();
@@ -590,7 +598,15 @@ const UNDER_THE_LOCK: &str = "a run condition or its error handler, which the \
 fn keep_first(slot: &mut Option<Payload>, payload: Payload) {
     if slot.is_none() {
         *slot = Some(payload);
-    } else if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+    } else {
+        drop_quietly(payload);
+    }
+}
+
+/// Drops a panic's payload; a panic of its destructor is caught, and that
+/// panic's payload forgotten.
+fn drop_quietly(payload: Payload) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         if let Err(second) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
             std::mem::forget(second);
         }

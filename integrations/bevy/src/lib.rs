@@ -16,14 +16,22 @@
 //! assert_eq!(world.resource::<Score>().0, 1);
 //! ```
 //!
-//! Systems run as scope tasks in [`Lane::FrameCritical`] unless a set or
-//! system is given another lane with [`Installer::lane`]. The thread that
-//! calls `Schedule::run` joins with block-on-complete (it runs systems while
-//! it waits, as the pool's guest; when another outside thread is the
-//! pool's guest at the time, it runs only its own non-`Send` systems and
-//! sleeps otherwise), runs exclusive systems and `ApplyDeferred` with
-//! nothing else running, and runs non-`Send` systems beside the systems they do not
-//! conflict with. With the `tracy` feature every system run is a Tracy zone
+//! Systems run in [`Lane::FrameCritical`] unless a set or system is given
+//! another lane with [`Installer::lane`]: as scope tasks, or inline in the
+//! task of a system that just ended (see the executor's docs). The thread
+//! that calls `Schedule::run` joins with block-on-complete (it runs systems
+//! while it waits, as the pool's guest; when another outside thread is the
+//! pool's guest at the time, it runs only the systems it started itself
+//! (the first batch, and the systems its non-`Send` systems start inline)
+//! and its own non-`Send` systems, and sleeps otherwise), runs exclusive
+//! systems and `ApplyDeferred` with nothing else running, and runs
+//! non-`Send` systems beside the systems they do not conflict with.
+//!
+//! Non-`Send` systems always run on the thread that calls `Schedule::run`.
+//! Unlike bevy's multi-threaded executor, this one does not read the
+//! world's `MainThreadExecutor` resource: a schedule with non-`Send`
+//! systems must be run from the thread that owns their non-`Send` data.
+//! The executor does not support bevy_ecs's `hotpatching` feature. With the `tracy` feature every system run is a Tracy zone
 //! named after the system (the feature turns on bevy_ecs's `debug` feature,
 //! without which bevy does not keep system names); without it, the zone is
 //! a span of the engine-tasks timeline recorder.

@@ -6,6 +6,7 @@
 use super::alone;
 use super::planned::{self, Schedule};
 use super::Runtime;
+use crate::graph::stats::NodeTime;
 use crate::graph::{FrameSharing, ReadyOrder};
 use std::time::Duration;
 
@@ -523,7 +524,11 @@ impl Runtime {
 
     /// Folds this frame's node times into the smoothed estimates
     /// (exponential average, weight 1/4 for the newest frame) and their sum.
-    /// A node that panicked or was skipped keeps its estimate. An estimate
+    /// A node that panicked or was skipped keeps its estimate. So does one
+    /// that was off (disabled, or its condition did not hold), but it adds
+    /// nothing to the sum: a node turned off would otherwise keep every
+    /// frame judged worth waking threads for by work it no longer does. An
+    /// estimate
     /// of 0 has not been measured yet and takes the first time as it is (a
     /// smoothed one never decays to 0: `e - e / 4` stays above 0).
     ///
@@ -536,21 +541,23 @@ impl Runtime {
         // Every rebuild sizes all three to the nodes; a zip would cut a
         // mismatch short without a word.
         assert_eq!(self.plan.light_mut().len(), self.estimate.len());
-        assert_eq!(self.stats.ran_ticks().len(), self.estimate.len());
+        assert_eq!(self.stats.node_times().len(), self.estimate.len());
         let nodes = self
             .estimate
             .iter_mut()
             .zip(self.plan.light_mut())
-            .zip(self.stats.ran_ticks());
-        for ((estimate, light), ran) in nodes {
-            if let Some(ticks) = ran {
+            .zip(self.stats.node_times());
+        for ((estimate, light), time) in nodes {
+            if let NodeTime::Ran(ticks) = time {
                 *estimate = if *estimate == 0 {
                     ticks
                 } else {
                     *estimate - *estimate / 4 + ticks / 4
                 };
             }
-            total += *estimate;
+            if time != NodeTime::Off {
+                total += *estimate;
+            }
             *light = *estimate < light_ticks;
         }
         self.plan.set_light_below(light_ticks);

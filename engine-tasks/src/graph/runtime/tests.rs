@@ -1064,3 +1064,46 @@ fn sleep_until_warms_only_ahead_of_a_tick_and_a_moved_graph_where_it_is() {
     assert_eq!(spans[..data], moved.runtime.warm_spans()[..data]);
     moved.sleep_until(&pool, Instant::now() + Duration::from_millis(1));
 }
+
+/// A heavy node turned off (disabled here; a run condition that stays
+/// false is the same) keeps its estimate for when it comes back, but adds
+/// nothing to the graph's total: the total decides whether a frame is worth
+/// waking threads for. Before, the disabled node's old time stayed in the
+/// total for good, and every frame of light work woke threads for it.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
+fn a_node_turned_off_adds_nothing_to_the_estimated_work() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let mut b = TaskGraph::<()>::builder();
+    b.share_above(Duration::from_micros(500), Duration::from_micros(20));
+    b.node("debug_draw", Lane::FrameCritical, |_| {
+        spin_for(Duration::from_millis(2))
+    });
+    for i in 0..8 {
+        b.node(format!("light_{i}"), Lane::FrameCritical, |_| {})
+            .after(["debug_draw"]);
+    }
+    let mut graph = b.build().unwrap();
+    for _ in 0..4 {
+        graph.run(&pool, &()).unwrap();
+    }
+    let heavy = graph.runtime.estimate[0];
+    let ticks_1_ms = (1_000_000.0 / graph.runtime.rate.nanos_per_tick()) as u64;
+    assert!(heavy > ticks_1_ms, "the heavy node was measured");
+    assert!(graph.set_enabled("debug_draw", false));
+    // Enough frames for the estimates to be updated (every frame while
+    // they are unclear, every `ESTIMATE_SETTLED_EVERY` once settled).
+    for _ in 0..4 * ESTIMATE_SETTLED_EVERY {
+        graph.run(&pool, &()).unwrap();
+    }
+    assert_eq!(graph.runtime.estimate[0], heavy, "the estimate is kept");
+    assert!(
+        graph.runtime.estimate_total < heavy,
+        "the total still counts the node that is off: {} ticks, the node {heavy}",
+        graph.runtime.estimate_total
+    );
+    assert!(!graph.runtime.waking, "light frames still wake threads");
+}
