@@ -708,6 +708,23 @@ fn dropping_a_pool_inside_a_task_of_another_pool() {
     });
 }
 
+/// Tasks spawned for the scope's own thread (`spawn_on_caller`), from
+/// tasks on the workers and from that thread, count as spawned as well as
+/// run (they counted as run only), whichever thread spawned them.
+#[test]
+fn tasks_spawned_on_the_caller_count_as_spawned_and_run() {
+    let pool = pool(2);
+    pool.scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|s| s.spawn_on_caller(|_| ()));
+            s.spawn_on_caller(|_| ());
+        }
+    });
+    let total = pool.stats().total();
+    assert_eq!(total.spawned, 8 + 16);
+    assert_eq!(total.executed, total.spawned);
+}
+
 /// Joins nested deeper than the join deque holds: the halves that found it
 /// full run inline, and count as spawned and run like the others (they
 /// counted as run only).

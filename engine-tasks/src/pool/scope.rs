@@ -35,6 +35,9 @@ pub struct Scope<'scope, 'env: 'scope> {
     inbox: TaskQueue,
     /// How to wake that thread when a task lands in `inbox`.
     caller: Waiter,
+    /// Whether that thread holds a slot of the pool, which counts the
+    /// inbox's tasks as run: then they count as spawned too.
+    caller_counts: bool,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -217,6 +220,17 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // The task's count comes before the task is visible to the caller,
         // who may run it and count down at once.
         self.latch.increment();
+        if self.caller_counts {
+            // In the scope's lane, which the caller counts it run in.
+            worker::with_current(|local| match local {
+                Some(local) if std::ptr::eq(local.shared, self.shared) => {
+                    local.count_spawned(self.lane)
+                }
+                _ => self.shared.external.lanes[self.lane.index()]
+                    .spawned
+                    .add_shared(1),
+            });
+        }
         self.inbox.push(task);
         // After the push: the caller re-checks its inbox before it parks,
         // and a wake-up given before that park is kept (park.rs).
@@ -261,6 +275,7 @@ where
                 Some(local) => local.slot_waiter(),
                 None => crate::pool::wait::waiter_without_slot(),
             },
+            caller_counts: local.is_some(),
             _scope: PhantomData,
             _env: PhantomData,
         };

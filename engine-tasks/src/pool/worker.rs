@@ -161,6 +161,12 @@ impl<'a> Local<'a> {
 
     // ----- pushing -----
 
+    /// Counts a task of `lane` that this thread submitted to a queue of
+    /// another thread's (`Scope::spawn_on_caller`).
+    pub(crate) fn count_spawned(&self, lane: Lane) {
+        self.slot.counters.lanes[lane.index()].spawned.bump();
+    }
+
     /// Queues a task on this thread: into the LIFO slot, the previous
     /// occupant to the ring, and half the ring to overflow when full.
     pub(crate) fn push(&self, lane: Lane, task: TaskRef) {
