@@ -315,6 +315,12 @@ impl AlonePlan {
         &mut self.light
     }
 
+    /// The node time under which a node is light, in ticks (`u64::MAX`
+    /// until the estimates first set it).
+    pub(super) fn light_below(&self) -> u64 {
+        self.light_below
+    }
+
     /// Sets the node time under which a node is light, in ticks, as the
     /// flags of [`light_mut`](Self::light_mut) were set.
     pub(super) fn set_light_below(&mut self, ticks: u64) {
@@ -350,6 +356,8 @@ impl AlonePlan {
         self.released.clear();
         self.released.resize(n, false);
         // Unknown nodes start light: a heavy one shows in its run's time.
+        // (A rebuild then marks the nodes whose names it knows by their
+        // estimates: `Runtime::recall_estimates`.)
         self.light.clear();
         self.light.resize(n, true);
         self.light_ran_heavy = false;

@@ -184,8 +184,9 @@ impl Runtime {
         }
     }
 
-    /// Gives each node of the new graph the estimate its name had, and
-    /// forgets the old graph's.
+    /// Gives each node of the new graph the estimate its name had, and its
+    /// light flag by it (a node not yet measured is light), and forgets the
+    /// old graph's.
     fn recall_estimates(&mut self) {
         // SAFETY: as in `shared_mut`; only labels are read.
         let new = unsafe { self.shared.as_ref() };
@@ -198,6 +199,12 @@ impl Runtime {
             }
         }));
         self.estimate_total = self.estimate.iter().sum();
+        // Before, a rebuilt graph's first frame batched every node as if
+        // unknown, a known heavy one too.
+        let light_below = self.plan.light_below();
+        for (light, &estimate) in self.plan.light_mut().iter_mut().zip(&self.estimate) {
+            *light = estimate < light_below;
+        }
         self.estimated_after = None;
         self.unclear_at = None;
         self.held_up_before = false;

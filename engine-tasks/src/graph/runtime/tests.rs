@@ -1107,3 +1107,38 @@ fn a_node_turned_off_adds_nothing_to_the_estimated_work() {
     );
     assert!(!graph.runtime.waking, "light frames still wake threads");
 }
+
+/// A rebuild keeps what the estimates say of each node it knows by name:
+/// a heavy node is not light in the rebuilt graph's first frame (it was:
+/// every node started light, as if unmeasured, and a frame run alone timed
+/// the heavy node in a batch with the light ones), and a new node starts
+/// light.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "timing policy: under Miri the clock counts interpreted steps"
+)]
+fn a_rebuild_keeps_a_known_heavy_node_out_of_the_light_batches() {
+    let pool = Pool::builder().threads(1).build().unwrap();
+    let shape = |extra: bool| {
+        let mut b = TaskGraph::<()>::builder();
+        b.share_above(Duration::from_secs(1), Duration::ZERO);
+        b.node("heavy", Lane::FrameCritical, |_| {
+            spin_for(Duration::from_micros(200))
+        });
+        b.node("light", Lane::FrameCritical, |_| {})
+            .after(["heavy"]);
+        if extra {
+            b.node("new", Lane::FrameCritical, |_| {}).after(["light"]);
+        }
+        b
+    };
+    let mut graph = shape(false).build().unwrap();
+    for _ in 0..4 * ESTIMATE_SETTLED_EVERY {
+        graph.run(&pool, &()).unwrap();
+    }
+    let before = graph.runtime.plan.light_mut().to_vec();
+    assert!(!before[0], "the heavy node is not light");
+    shape(true).build_into(&mut graph).unwrap();
+    assert_eq!(graph.runtime.plan.light_mut(), [false, before[1], true]);
+}
