@@ -33,6 +33,17 @@ const CALIBRATION: Duration = Duration::from_micros(50);
 /// it gives up.
 const CALIBRATION_LIMIT: Duration = Duration::from_millis(1);
 
+/// The shortest stretch between two readings that [`TickRate`] checks
+/// against its rate: a reading's jitter (tens of nanoseconds, or a
+/// preemption between the paired reads) is a small part of it.
+const SEGMENT_MIN: Duration = Duration::from_millis(1);
+
+/// How far a stretch between two readings may disagree with the rate, as a
+/// share of its time, before the history starts again: far above the
+/// counter's drift against the system clock (parts per million), far below
+/// a suspend's or a wrong rate's.
+const SEGMENT_TOLERANCE: f64 = 0.1;
+
 /// The rate when no measurement is usable: a 3 GHz counter.
 const FALLBACK_NANOS_PER_TICK: f64 = 1.0 / 3.0;
 
@@ -129,12 +140,25 @@ pub(crate) fn ticks() -> u64 {
 /// of a light frame's instructions).
 ///
 /// A tick below the last reading's (counters of two cores out of step, a
-/// migrated VM, a resume) starts the history again from that reading.
+/// migrated VM, a resume) starts the history again from that reading, and
+/// so does a reading whose stretch since the last disagrees with the rate
+/// by more than [`SEGMENT_TOLERANCE`] (a suspend or a paused VM that one
+/// clock counted and the other did not, or a counter that changed rate):
+/// else that stretch would skew the average for as long as the history
+/// lasts. The rate measured so far stands until the new history is long
+/// enough, and only a rate measured over the current history judges.
 #[derive(Debug)]
 pub(crate) struct TickRate {
     first: Option<(Instant, u64)>,
     /// The tick of the latest reading.
     last_tick: u64,
+    /// The `Instant` of the latest reading.
+    last_now: Option<Instant>,
+    /// Whether `nanos_per_tick` was measured over the current history:
+    /// only such a rate judges a stretch (one from the process's first
+    /// measurement, or from a history since restarted, may be the wrong
+    /// one, and judging by it would restart the history for ever).
+    rate_from_history: bool,
     /// Whether `nanos_per_tick` was measured over this rate's own
     /// readings, not taken from [`first_nanos_per_tick`].
     measured: bool,
@@ -146,6 +170,8 @@ impl TickRate {
         TickRate {
             first: None,
             last_tick: 0,
+            last_now: None,
+            rate_from_history: false,
             measured: false,
             // Until 100 µs of readings: the process's first measurement.
             nanos_per_tick: first_nanos_per_tick(),
@@ -178,21 +204,45 @@ impl TickRate {
     /// the first reading, so it sharpens as frames go by.
     pub(crate) fn observe(&mut self, now: Instant, tick: u64) {
         let went_back = tick < self.last_tick;
+        let disagrees = !went_back && self.stretch_disagrees(now, tick);
         self.last_tick = tick;
+        self.last_now = Some(now);
         match self.first {
-            Some((start, start_tick)) if !went_back => {
+            Some((start, start_tick)) if !went_back && !disagrees => {
                 let nanos = now.duration_since(start).as_secs_f64() * 1e9;
                 let ticks = (tick - start_tick) as f64;
                 // Under 100 µs of history the ratio is mostly read jitter.
                 if nanos > 100_000.0 && ticks > 0.0 {
                     self.nanos_per_tick = nanos / ticks;
                     self.measured = true;
+                    self.rate_from_history = true;
                 }
             }
-            // The first reading, or the ticks went back: the history starts
-            // here, and the rate measured so far stands meanwhile.
-            _ => self.first = Some((now, tick)),
+            // The first reading, or the ticks went back, or the clocks
+            // parted: the history starts here, and the rate measured so far
+            // stands meanwhile.
+            _ => {
+                self.first = Some((now, tick));
+                self.rate_from_history = false;
+            }
         }
+    }
+
+    /// Whether the ticks from the last reading to `tick`, at the current
+    /// rate, are not the time from the last reading to `now`, within
+    /// [`SEGMENT_TOLERANCE`]. Stretches under [`SEGMENT_MIN`] are not
+    /// judged: a reading's jitter is a larger part of them.
+    fn stretch_disagrees(&self, now: Instant, tick: u64) -> bool {
+        let Some(last_now) = self.last_now.filter(|_| self.rate_from_history) else {
+            return false;
+        };
+        let elapsed = now.saturating_duration_since(last_now);
+        if elapsed < SEGMENT_MIN {
+            return false;
+        }
+        let nanos = elapsed.as_secs_f64() * 1e9;
+        let by_ticks = (tick - self.last_tick) as f64 * self.nanos_per_tick;
+        (by_ticks - nanos).abs() > nanos * SEGMENT_TOLERANCE
     }
 
     /// `ticks` as time, at the current rate.
@@ -294,5 +344,34 @@ mod tests {
         assert_ne!(rate.nanos_per_tick(), first);
         assert!((rate.nanos_per_tick() - 0.5).abs() < 1e-9);
         assert_eq!(rate.duration(2_000), Duration::from_nanos(1_000));
+    }
+
+    #[test]
+    fn a_stretch_the_clocks_disagree_on_starts_the_history_again() {
+        let mut rate = TickRate::new();
+        let start = Instant::now();
+        // 1 ns per tick over 10 ms.
+        rate.observe(start, 1_000);
+        rate.observe(start + Duration::from_millis(10), 1_000 + 10_000_000);
+        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+        // A suspend that the counter counted and the system clock did not:
+        // 100 ms of ticks in 10 ms. The rate stands ...
+        let resumed = 1_000 + 110_000_000;
+        rate.observe(start + Duration::from_millis(20), resumed);
+        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+        // ... and the history after the resume measures it (it was the
+        // average since the first reading, 0.18 ns per tick, and stayed
+        // off for as long as the history lasted).
+        rate.observe(start + Duration::from_millis(22), resumed + 2_000_000);
+        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+        // Short stretches are not judged: jitter would be a larger part.
+        rate.observe(start + Duration::from_micros(22_100), resumed + 2_100_000);
+        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+        // A counter that really changed rate (2 ticks per ns now): one
+        // stretch starts the history again, the next measures the new rate.
+        let t = resumed + 2_100_000;
+        rate.observe(start + Duration::from_millis(30), t + 15_800_000);
+        rate.observe(start + Duration::from_millis(40), t + 35_800_000);
+        assert!((rate.nanos_per_tick() - 0.5).abs() < 1e-9);
     }
 }
