@@ -236,11 +236,31 @@ mod os {
     pub(super) fn current_tid() -> Tid {
         TID.with(|tid| {
             if tid.get() == NO_THREAD {
+                forget_tid_in_forked_children();
                 // SAFETY: `gettid` has no preconditions.
                 tid.set(unsafe { libc::gettid() });
             }
             tid.get()
         })
+    }
+
+    /// Makes a child made by `fork` (without `exec`) forget the cached id
+    /// of the thread that forked, its only thread: it has an id of its own
+    /// there, and the cached one names the parent's thread, whose mask a
+    /// steer would then narrow.
+    fn forget_tid_in_forked_children() {
+        extern "C" fn forget() {
+            // A constant-initialised thread-local: a plain write, which is
+            // all a handler that runs in a forked child may do.
+            TID.with(|tid| tid.set(NO_THREAD));
+        }
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: `forget` is a valid handler for the whole process's
+            // life and only writes this thread's cell. A failure (out of
+            // memory) leaves the cache as before.
+            unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+        });
     }
 
     /// The CPU the calling thread runs on, if known and within a
@@ -461,6 +481,36 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A child made by `fork` without `exec` asks for its own thread's id,
+    /// not the cached id of the parent's thread that forked (which a steer
+    /// would then narrow: another process's thread).
+    #[test]
+    fn a_forked_child_does_not_keep_the_parents_thread_id() {
+        let parent = super::os::current_tid();
+        // SAFETY: the child only makes system calls and plain writes and
+        // reads (no lock another thread may have held at the fork), then
+        // leaves with `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let cached = super::os::current_tid();
+            // SAFETY: no preconditions.
+            let own = unsafe { libc::gettid() };
+            // SAFETY: ends the child without running the parent's cleanup.
+            unsafe { libc::_exit(i32::from(cached != own || cached == parent)) };
+        }
+        let mut status = 0;
+        // SAFETY: `child` is this process's child; `status` is writable.
+        let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+        assert_eq!(waited, child);
+        assert!(libc::WIFEXITED(status), "the child ended with {status}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child kept the parent's thread id"
+        );
     }
 }
 
