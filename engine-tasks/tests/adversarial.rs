@@ -1202,9 +1202,10 @@ fn starts_then_fails(
 /// A spawn function that starts its thread and then fails (returns an
 /// error, or panics). The pools believe the answer: no thread. Before, the
 /// thread ran the pool's loop anyway. The blocking pool's thread, unknown
-/// to it, took one from its count of threads as it left: below zero, an
-/// abort. The work-stealing pool's ran its tasks, and its drop neither
-/// joined nor waited for it.
+/// to it, waited in it for work, and took one from its count of threads as
+/// it left: below zero, an abort (here a hang first: the keep-alive
+/// outlasts the watchdog). The work-stealing pool's ran its tasks, and its
+/// drop neither joined nor waited for it.
 #[test]
 fn a_thread_whose_start_is_reported_failed_never_joins_its_pool() {
     in_child_process(
@@ -1212,14 +1213,25 @@ fn a_thread_whose_start_is_reported_failed_never_joins_its_pool() {
         || {
             for panics in [false, true] {
                 let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+                // A keep-alive that outlasts the watchdog: a thread that
+                // entered the pool would wait there, idle, for the join
+                // below (and, leaving, take the count below zero).
                 let blocking = BlockingPool::builder()
                     .cap(2)
+                    .keep_alive(Duration::from_secs(3600))
                     .spawn_with(starts_then_fails(started.clone(), panics))
                     .build()
                     .unwrap();
                 let refused = blocking.spawn(|| 5).unwrap_err();
                 assert_eq!((refused.into_inner())(), 5);
-                assert_eq!(blocking.metrics().threads, 0);
+                // The thread the function started returns at once.
+                let threads = std::mem::take(&mut *started.lock().unwrap());
+                assert_eq!(threads.len(), 1);
+                for thread in threads {
+                    thread.join().unwrap();
+                }
+                let metrics = blocking.metrics();
+                assert_eq!((metrics.threads, metrics.idle_threads), (0, 0));
                 drop(blocking);
 
                 let pool = Pool::builder()
@@ -1282,6 +1294,54 @@ fn shutting_a_blocking_pool_down_on_a_worker_runs_the_tasks_its_threads_wait_for
                     running.send(()).unwrap();
                     // A decode step handed to the work-stealing pool, whose
                     // result comes back by channel.
+                    let (decoded, result) = mpsc::channel();
+                    drop(handle.spawn(Lane::Background, move || decoded.send(7).unwrap()));
+                    result.recv().unwrap()
+                })
+                .unwrap();
+            is_running.recv().unwrap();
+            drop(blocking);
+            answered.send(read.wait().unwrap()).unwrap();
+        }));
+        let answer = answer.recv().unwrap();
+        drop(pool);
+        answer
+    });
+    assert_eq!(answer, 7);
+}
+
+/// Two shutdowns of one blocking pool, the second inside the first's wait
+/// on the same worker. The first (the pool's drop) finds nothing to run and
+/// sleeps; the blocking task then queues a task that shuts the pool down
+/// too, which the sleeping worker runs; that second call finds nothing
+/// either and sleeps; then the blocking task queues the background task it
+/// waits for. Each call must run pool work while it waits. Before, both
+/// waited on one latch, which takes one waiter: the second call could not
+/// register, slept in a plain wait, and nobody ran the background task.
+#[test]
+fn a_blocking_pool_shut_down_twice_on_one_worker_runs_the_work_each_time() {
+    let answer = within_watchdog("two shutdowns of a blocking pool on a worker", || {
+        let pool = Pool::builder().threads(1).build().unwrap();
+        let handle = pool.handle();
+        let (answered, answer) = mpsc::channel();
+        drop(pool.spawn(Lane::Normal, move || {
+            let blocking = BlockingPool::new();
+            let again = blocking.handle();
+            let (running, is_running) = mpsc::channel();
+            let read = blocking
+                .spawn(move || {
+                    running.send(()).unwrap();
+                    // Long enough for the drop's wait to find nothing and
+                    // sleep (a shorter sleep only makes the case weaker).
+                    std::thread::sleep(Duration::from_millis(20));
+                    let (shutting, is_shutting) = mpsc::channel();
+                    drop(handle.spawn(Lane::Normal, move || {
+                        shutting.send(()).unwrap();
+                        again.shutdown();
+                    }));
+                    is_shutting.recv().unwrap();
+                    // The same for the second call's wait.
+                    std::thread::sleep(Duration::from_millis(20));
                     let (decoded, result) = mpsc::channel();
                     drop(handle.spawn(Lane::Background, move || decoded.send(7).unwrap()));
                     result.recv().unwrap()

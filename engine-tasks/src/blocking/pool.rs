@@ -30,7 +30,7 @@
 //!   (their handles report [`JoinError::Cancelled`], their destructors
 //!   run), wake every thread, and join them. A caller that works in a
 //!   work-stealing pool first waits for the last thread to leave
-//!   (`all_left`) while it runs that pool's tasks: a blocking task may be
+//!   (a latch of its own, set by the last) while it runs that pool's tasks: a blocking task may be
 //!   waiting for one, with every worker as stuck as the caller. Threads run the mandatory tasks
 //!   still queued before they exit; if no thread is left, the shutting-down
 //!   caller runs them. A caller from outside the pool then waits until the
@@ -175,9 +175,11 @@ impl BlockingPoolBuilder {
     /// `spawn` must run the function it is given on the new thread, or
     /// return an error (a panic counts as one). The pool believes the
     /// answer: a thread the function started before it failed returns at
-    /// once without joining the pool, and a function dropped unrun makes
-    /// the start a failure too. But a function it keeps and never runs is
-    /// a thread the pool counts, and `shutdown` waits for it. It runs under the pool's lock, inside the
+    /// once without joining the pool, and a function dropped unrun before
+    /// it returns makes the start a failure too. But a function it keeps
+    /// and never runs (or drops later) is a thread the pool counts, and
+    /// `shutdown` waits for it. Run in the call instead of on a new thread,
+    /// the function panics, and the start fails. It runs under the pool's lock, inside the
     /// call that submits a task: it must not submit to this pool or read
     /// its [`metrics`](BlockingPoolHandle::metrics) (that would deadlock),
     /// and while it runs, other submitters and the pool's threads wait.
@@ -215,7 +217,6 @@ impl BlockingPoolBuilder {
                     state: Mutex::new(State::default()),
                     work: Condvar::new(),
                     exited: Condvar::new(),
-                    all_left: Latch::new(1),
                     cap: self.cap,
                     max_queued: self.max_queued,
                     keep_alive: self.keep_alive,
@@ -363,8 +364,11 @@ struct State {
     next_id: usize,
     handles: HashMap<ThreadId, JoinHandle<()>>,
     last_exited: Option<JoinHandle<()>>,
-    /// `Inner::all_left` was set.
+    /// The pool is shut down and its last thread has left.
     all_left: bool,
+    /// Callers of `shutdown` waiting for `all_left`, each on its own latch
+    /// (a latch takes one waiter), counted down when it comes.
+    left_waiters: Vec<Arc<Latch>>,
 }
 
 pub(super) struct Inner {
@@ -373,10 +377,6 @@ pub(super) struct Inner {
     /// Signalled when a thread leaves the pool after shutdown: callers of
     /// `shutdown` wait on it for the last thread.
     exited: Condvar,
-    /// Set once the pool is shut down and its last thread has left: a
-    /// thread of a work-stealing pool waits on it in `shutdown` while it
-    /// runs that pool's work, which the blocking threads may wait for.
-    all_left: Latch,
     cap: usize,
     max_queued: usize,
     keep_alive: Duration,
@@ -552,7 +552,11 @@ impl BlockingPoolHandle {
         }
         let inner = &self.inner;
         let on_pool_thread = inner.on_pool_thread();
-        let (dropped, handles, last) = {
+        // A caller from outside that unwinds sleeps in the joins below, as
+        // before: the tasks a working wait would run could wait for the
+        // very code that is unwinding.
+        let works_while_waiting = !on_pool_thread && !thread::panicking();
+        let (dropped, handles, last, left) = {
             let mut state = inner.lock();
             state.shutdown = true;
             let (mandatory, dropped): (VecDeque<Job>, VecDeque<Job>) =
@@ -560,14 +564,19 @@ impl BlockingPoolHandle {
             state.queue = mandatory;
             inner.sync_counts(&state);
             inner.note_if_all_left(&mut state);
+            let left = (works_while_waiting && !state.all_left).then(|| {
+                let latch = Arc::new(Latch::new(1));
+                state.left_waiters.push(latch.clone());
+                latch
+            });
             if on_pool_thread {
                 // Joins no thread: another may be waiting for the calling
                 // task. The handles stay for a call from outside (the
                 // owner's drop); the threads leave on their own.
-                (dropped, Vec::new(), None)
+                (dropped, Vec::new(), None, left)
             } else {
                 let handles: Vec<JoinHandle<()>> = state.handles.drain().map(|(_, h)| h).collect();
-                (dropped, handles, state.last_exited.take())
+                (dropped, handles, state.last_exited.take(), left)
             }
         };
         inner.work.notify_all();
@@ -577,12 +586,9 @@ impl BlockingPoolHandle {
         // On a thread of a work-stealing pool, whose tasks a blocking task
         // may wait for (with every worker as stuck as this one, nobody else
         // would run them), run them until the last thread has left;
-        // elsewhere this returns at once. Not while this thread unwinds, or
-        // in a region that forbids waits (a drop as a set's condition
-        // unwinds, say): the tasks run there could wait for the very code
-        // that is unwinding, and the join below is what ran before.
-        if !on_pool_thread && !thread::panicking() && !crate::pool::forbid_waits::in_region() {
-            crate::pool::wait::wait_working_for_own_pool(&inner.all_left);
+        // elsewhere this returns at once.
+        if let Some(left) = left {
+            crate::pool::wait::wait_working_for_own_pool(&left);
         }
         for handle in handles.into_iter().chain(last) {
             // A thread's panics are caught per task; a join error would be a
@@ -753,15 +759,18 @@ impl Inner {
         }
     }
 
-    /// Sets `all_left` once the pool is shut down with no thread left (under
-    /// the lock: once only).
+    /// Sets `all_left` once the pool is shut down with no thread left, and
+    /// releases the callers of `shutdown` waiting for it (under the lock:
+    /// once only).
     fn note_if_all_left(&self, state: &mut State) {
         if state.shutdown && state.threads == 0 && !state.all_left {
             state.all_left = true;
-            // SAFETY: the latch lives in `self`, which the caller's `Arc`
-            // keeps alive past the call; it is counted down once, by the
-            // call that changes `state.all_left` under the lock.
-            unsafe { Latch::count_down(&self.all_left) };
+            for latch in state.left_waiters.drain(..) {
+                // SAFETY: the `Arc` keeps the latch alive past the call, and
+                // it is counted down once: it leaves the list, under the
+                // lock, as it is.
+                unsafe { Latch::count_down(Arc::as_ptr(&latch)) };
+            }
         }
     }
 

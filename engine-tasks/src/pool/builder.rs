@@ -213,9 +213,9 @@ impl PoolBuilder {
     /// survived: the pool stops spawning and works with the threads it has.
     /// A panic counts as an error. The pool believes the answer: a thread
     /// the function started before it failed returns at once without
-    /// running the pool's loop, and so does one whose function it dropped
-    /// unrun (that start counts as failed too). `spawn` must run the
-    /// function on the new thread, not in the call.
+    /// running the pool's loop, and a function it drops unrun before it
+    /// returns makes the start a failure too. `spawn` must run the function
+    /// on the new thread: run in the call, it panics, and the start fails.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool};

@@ -86,11 +86,6 @@ impl Drop for Restore {
     }
 }
 
-/// Whether this thread is in a region that forbids waits.
-pub(crate) fn in_region() -> bool {
-    REGION.get().is_some()
-}
-
 /// Panics if this thread is inside a [`forbid_waits`] region; `wait` names
 /// the wait about to start ("`join`"). Every wait calls it before it queues
 /// anything: unwinding from there leaves no task behind.

@@ -68,9 +68,9 @@ pub const MAX_THREADS: usize = MAX_SLOTS - 1;
 pub struct ThreadSpec {
     /// Which thread: in a [`Pool`](crate::Pool), the worker's index, from 0
     /// and below the pool's thread count; in a
-    /// [`BlockingPool`](crate::BlockingPool), a count of the pool's thread
-    /// starts, from 0, which goes on growing as idle threads exit and new
-    /// ones start.
+    /// [`BlockingPool`](crate::BlockingPool), a count of the pool's
+    /// attempts to start a thread, from 0, which goes on growing as idle
+    /// threads exit and new ones start.
     pub index: usize,
     /// The thread name from the configured prefix, e.g. `engine-worker-0`.
     pub name: String,

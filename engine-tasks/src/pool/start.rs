@@ -132,17 +132,56 @@ mod tests {
     #[test]
     fn a_function_kept_to_run_later_runs_the_body_then() {
         let kept = StdMutex::new(None);
+        let runs = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
         let started = start_thread(
             &|_spec, main| {
                 *kept.lock().unwrap() = Some(main);
                 Ok(())
             },
             spec(),
-            || {},
+            move || {
+                // SeqCst: read below on this thread; any ordering would do.
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
         );
         assert!(started.is_ok());
         let main = kept.lock().unwrap().take().unwrap();
         // The verdict is in: the function runs the body without waiting.
         main();
+        // SeqCst: as above.
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_function_run_in_the_call_is_a_failed_start_not_a_hang() {
+        let started = start_thread(
+            &|_spec, main| {
+                main();
+                Ok(())
+            },
+            spec(),
+            || unreachable!("the body of a start that failed"),
+        );
+        let error = started.unwrap_err();
+        assert!(error.to_string().contains("panicked"), "{error}");
+    }
+
+    #[test]
+    fn a_failed_os_start_keeps_its_own_error() {
+        // As `std::thread::Builder::spawn` does on failure: the function
+        // is dropped, and the error says why.
+        let started = start_thread(
+            &|_spec, main| {
+                drop(main);
+                Err::<(), _>(io::Error::other("resource temporarily unavailable"))
+            },
+            spec(),
+            || {},
+        );
+        assert_eq!(
+            started.unwrap_err().to_string(),
+            "resource temporarily unavailable"
+        );
     }
 }

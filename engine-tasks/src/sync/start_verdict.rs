@@ -13,6 +13,11 @@
 //! Pending --the thread's function dropped--> Dropped  (the start then counts as failed)
 //! ```
 //!
+//! A function dropped after the verdict was `Counted` (a spawn function that
+//! kept it to run later, then dropped it) changes nothing: the pool counts
+//! a thread that never runs. A function run on the starting call's own
+//! thread, before the verdict, panics instead of waiting for itself.
+//!
 //! The thread's function first waits while the verdict is `Pending`, then
 //! runs the pool's body only if it reads `Counted`. The starting call
 //! decides once the spawn function has returned, so a thread can never see
@@ -34,6 +39,9 @@ enum State {
 pub(crate) struct Verdict {
     state: Mutex<State>,
     decided: Condvar,
+    /// The thread of the starting call.
+    #[cfg(not(loom))]
+    starter: std::thread::ThreadId,
 }
 
 /// A verdict for one start, `Pending`, and the ticket for the thread's
@@ -42,6 +50,8 @@ pub(crate) fn new() -> (Arc<Verdict>, Ticket) {
     let verdict = Arc::new(Verdict {
         state: Mutex::new(State::Pending),
         decided: Condvar::new(),
+        #[cfg(not(loom))]
+        starter: std::thread::current().id(),
     });
     let ticket = Ticket(verdict.clone());
     (verdict, ticket)
@@ -57,19 +67,22 @@ impl Verdict {
     /// answered; what is returned is what the pool must believe.
     pub(crate) fn decide<H>(&self, started: io::Result<H>) -> io::Result<H> {
         let mut state = self.lock();
-        if *state == State::Dropped {
-            // Dropping a handle detaches a thread that, if it exists, no
+        let dropped = *state == State::Dropped;
+        *state = match &started {
+            // A failed `std::thread::Builder::spawn` drops the function
+            // too: its own error says more.
+            Err(_) => State::Refused,
+            Ok(_) if dropped => State::Dropped,
+            Ok(_) => State::Counted,
+        };
+        if dropped && started.is_ok() {
+            // Dropping the handle detaches a thread that, if it exists, no
             // longer has the pool's function to run.
             drop(started);
             return Err(io::Error::other(
                 "the thread spawn function dropped the thread's function without running it",
             ));
         }
-        *state = if started.is_ok() {
-            State::Counted
-        } else {
-            State::Refused
-        };
         drop(state);
         self.decided.notify_all();
         started
@@ -81,8 +94,20 @@ pub(crate) struct Ticket(Arc<Verdict>);
 
 impl Ticket {
     /// Waits for the starting call's verdict: whether to run the body.
+    ///
+    /// # Panics
+    ///
+    /// On the starting call's own thread while the verdict is pending: the
+    /// spawn function ran the thread's function in the call instead of on
+    /// a new thread, and would wait for itself. The panic reaches the
+    /// starting call, which counts it as a failed start.
     pub(crate) fn counted(&self) -> bool {
         let mut state = self.0.lock();
+        #[cfg(not(loom))]
+        if *state == State::Pending && std::thread::current().id() == self.0.starter {
+            drop(state);
+            panic!("the thread spawn function ran the thread's function in the call, not on a new thread");
+        }
         while *state == State::Pending {
             state = self
                 .0
