@@ -230,19 +230,21 @@ impl TickRate {
 
     /// Whether the ticks from the last reading to `tick`, at the current
     /// rate, are not the time from the last reading to `now`, within
-    /// [`SEGMENT_TOLERANCE`]. Stretches under [`SEGMENT_MIN`] are not
-    /// judged: a reading's jitter is a larger part of them.
+    /// [`SEGMENT_TOLERANCE`]. Stretches under [`SEGMENT_MIN`] by both
+    /// clocks are not judged: a reading's jitter is a larger part of them.
+    /// (Either clock may be the one that stopped: a suspend that the
+    /// system clock did not count is short by it and long by the ticks.)
     fn stretch_disagrees(&self, now: Instant, tick: u64) -> bool {
         let Some(last_now) = self.last_now.filter(|_| self.rate_from_history) else {
             return false;
         };
-        let elapsed = now.saturating_duration_since(last_now);
-        if elapsed < SEGMENT_MIN {
+        let nanos = now.saturating_duration_since(last_now).as_secs_f64() * 1e9;
+        let by_ticks = (tick - self.last_tick) as f64 * self.nanos_per_tick;
+        let min = SEGMENT_MIN.as_secs_f64() * 1e9;
+        if nanos < min && by_ticks < min {
             return false;
         }
-        let nanos = elapsed.as_secs_f64() * 1e9;
-        let by_ticks = (tick - self.last_tick) as f64 * self.nanos_per_tick;
-        (by_ticks - nanos).abs() > nanos * SEGMENT_TOLERANCE
+        (by_ticks - nanos).abs() > nanos.max(by_ticks) * SEGMENT_TOLERANCE
     }
 
     /// `ticks` as time, at the current rate.
@@ -364,14 +366,26 @@ mod tests {
         // off for as long as the history lasted).
         rate.observe(start + Duration::from_millis(22), resumed + 2_000_000);
         assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
-        // Short stretches are not judged: jitter would be a larger part.
-        rate.observe(start + Duration::from_micros(22_100), resumed + 2_100_000);
-        assert!((rate.nanos_per_tick() - 1.0).abs() < 1e-9);
+        // Short stretches are not judged, though this one is 50% off:
+        // jitter would be a larger part of them.
+        rate.observe(start + Duration::from_micros(22_100), resumed + 2_150_000);
+        let after_short = rate.nanos_per_tick();
+        assert!(
+            (after_short - 2_100.0 / 2_150.0).abs() < 1e-9,
+            "the short stretch went into the history"
+        );
+        rate.observe(start + Duration::from_micros(22_200), resumed + 2_250_000);
         // A counter that really changed rate (2 ticks per ns now): one
         // stretch starts the history again, the next measures the new rate.
-        let t = resumed + 2_100_000;
-        rate.observe(start + Duration::from_millis(30), t + 15_800_000);
-        rate.observe(start + Duration::from_millis(40), t + 35_800_000);
+        let t = resumed + 2_250_000;
+        rate.observe(start + Duration::from_millis(30), t + 15_600_000);
+        rate.observe(start + Duration::from_millis(40), t + 35_600_000);
+        assert!((rate.nanos_per_tick() - 0.5).abs() < 1e-9);
+        // A suspend the system clock did not count, inside one frame: 300
+        // µs by it, a second by the ticks (at 2 per ns). Judged by the
+        // ticks' length, it starts the history again; the rate stands.
+        let t = t + 35_600_000;
+        rate.observe(start + Duration::from_micros(40_300), t + 2_000_000_000);
         assert!((rate.nanos_per_tick() - 0.5).abs() < 1e-9);
     }
 }

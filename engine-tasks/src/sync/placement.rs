@@ -223,6 +223,7 @@ mod os {
     use super::Steer;
     use std::cell::Cell;
     use std::mem;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     pub(super) type Tid = libc::pid_t;
     pub(super) type CpuSet = libc::cpu_set_t;
@@ -234,9 +235,14 @@ mod os {
     }
 
     pub(super) fn current_tid() -> Tid {
+        if in_forked_child() {
+            // The cache may hold the id of the parent's thread that forked.
+            // SAFETY: `gettid` has no preconditions.
+            return unsafe { libc::gettid() };
+        }
         TID.with(|tid| {
             if tid.get() == NO_THREAD {
-                forget_tid_in_forked_children();
+                watch_for_forks();
                 // SAFETY: `gettid` has no preconditions.
                 tid.set(unsafe { libc::gettid() });
             }
@@ -244,23 +250,41 @@ mod os {
         })
     }
 
-    /// Makes a child made by `fork` (without `exec`) forget the cached id
-    /// of the thread that forked, its only thread: it has an id of its own
-    /// there, and the cached one names the parent's thread, whose mask a
-    /// steer would then narrow.
-    fn forget_tid_in_forked_children() {
-        extern "C" fn forget() {
-            // A constant-initialised thread-local: a plain write, which is
-            // all a handler that runs in a forked child may do.
-            TID.with(|tid| tid.set(NO_THREAD));
+    /// Set in a child made by `fork` without `exec`: every thread id the
+    /// parent registered (the owners' ids in each `Steer`, the forking
+    /// thread's cached id) names a thread of the parent there, whose mask
+    /// a steer would narrow for good. So a forked child does not steer.
+    static FORKED: AtomicBool = AtomicBool::new(false);
+
+    /// Whether this process is a child made by `fork` after a thread
+    /// registered for steering.
+    fn in_forked_child() -> bool {
+        // Relaxed: set in the child by its only thread, in `fork` itself,
+        // before any thread it starts (thread creation orders it).
+        FORKED.load(Ordering::Relaxed)
+    }
+
+    /// Has `fork` mark its child (`FORKED`), once per process. Called
+    /// before the first thread id is cached, so before any id a child
+    /// could misuse exists.
+    fn watch_for_forks() {
+        extern "C" fn mark_child() {
+            // Relaxed: see `in_forked_child`. An atomic store is all a
+            // handler that runs in a forked child of a threaded process may
+            // safely do.
+            FORKED.store(true, Ordering::Relaxed);
         }
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: `forget` is a valid handler for the whole process's
-            // life and only writes this thread's cell. A failure (out of
-            // memory) leaves the cache as before.
-            unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-        });
+        static WATCHING: AtomicBool = AtomicBool::new(false);
+        // Relaxed: only one caller registers; a racing caller goes on
+        // before that registration ends, a window no fork can depend on.
+        if WATCHING.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: `mark_child` is a valid handler for the process's life.
+        if unsafe { libc::pthread_atfork(None, None, Some(mark_child)) } != 0 {
+            // Out of memory: a later caller tries again. Relaxed: as above.
+            WATCHING.store(false, Ordering::Relaxed);
+        }
     }
 
     /// The CPU the calling thread runs on, if known and within a
@@ -274,6 +298,9 @@ mod os {
     }
 
     pub(super) fn affinity(_: &mut Steer, tid: Tid) -> Option<CpuSet> {
+        if in_forked_child() {
+            return None;
+        }
         // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value.
         let mut set: CpuSet = unsafe { mem::zeroed() };
         // SAFETY: `set` is a writable `cpu_set_t` of the size passed; a
@@ -283,6 +310,9 @@ mod os {
     }
 
     pub(super) fn set_affinity(_: &mut Steer, tid: Tid, set: &CpuSet) -> bool {
+        if in_forked_child() {
+            return false;
+        }
         // SAFETY: `set` is a valid `cpu_set_t` of the size passed; a stale
         // `tid` only makes the call fail.
         unsafe { libc::sched_setaffinity(tid, mem::size_of_val(set), set) == 0 }
@@ -484,8 +514,9 @@ mod tests {
     }
 
     /// A child made by `fork` without `exec` asks for its own thread's id,
-    /// not the cached id of the parent's thread that forked (which a steer
-    /// would then narrow: another process's thread).
+    /// not the cached id of the parent's thread that forked, and steers no
+    /// thread: every id the parent registered names one of the parent's
+    /// threads, whose mask a steer would narrow for good.
     #[test]
     fn a_forked_child_does_not_keep_the_parents_thread_id() {
         let parent = super::os::current_tid();
@@ -498,19 +529,31 @@ mod tests {
             let cached = super::os::current_tid();
             // SAFETY: no preconditions.
             let own = unsafe { libc::gettid() };
+            // A steer in the child would narrow a parent's thread: the
+            // child does not steer at all.
+            let placement = Placement::new();
+            placement.register_current_thread();
+            let steered = super::os::affinity(&mut placement.lock(), own).is_some();
+            let code = if cached != own || cached == parent {
+                1
+            } else if steered {
+                2
+            } else {
+                0
+            };
             // SAFETY: ends the child without running the parent's cleanup.
-            unsafe { libc::_exit(i32::from(cached != own || cached == parent)) };
+            unsafe { libc::_exit(code) };
         }
         let mut status = 0;
         // SAFETY: `child` is this process's child; `status` is writable.
         let waited = unsafe { libc::waitpid(child, &mut status, 0) };
         assert_eq!(waited, child);
         assert!(libc::WIFEXITED(status), "the child ended with {status}");
-        assert_eq!(
-            libc::WEXITSTATUS(status),
-            0,
-            "the child kept the parent's thread id"
-        );
+        match libc::WEXITSTATUS(status) {
+            0 => {}
+            1 => panic!("the child kept the parent's thread id"),
+            code => panic!("the child may steer (exit code {code})"),
+        }
     }
 }
 
