@@ -1272,41 +1272,60 @@ fn a_thread_whose_start_is_reported_failed_never_joins_its_pool() {
     );
 }
 
-/// A blocking pool shut down by a task of a work-stealing pool whose only
-/// worker is busy with it, while a blocking task waits for the result of
-/// a background task of that pool. The shutdown waits for the blocking thread, which
-/// waits for the background task. Before, the shutdown slept in a thread
-/// join and nobody ran the background task: a hang. Now a thread of a
-/// work-stealing pool runs that pool's tasks while it waits for the
-/// blocking threads to leave, as `BlockingTask::wait` does.
-#[test]
-fn shutting_a_blocking_pool_down_on_a_worker_runs_the_tasks_its_threads_wait_for() {
-    let answer = within_watchdog("a blocking pool shut down on a worker", || {
+/// On the only worker of a new pool, makes a blocking pool, runs `read` on
+/// it as a blocking task (given the work-stealing pool's handle and the
+/// blocking pool's), waits until it runs, drops the blocking pool, and
+/// returns what `read` returned: all under the watchdog. The worker task is
+/// detached, so that the worker, not a joining caller, runs it.
+fn drop_a_blocking_pool_on_the_only_worker(
+    what: &'static str,
+    read: impl FnOnce(PoolHandle, engine_tasks::BlockingPoolHandle) -> u32 + Send + 'static,
+) -> u32 {
+    within_watchdog(what, move || {
         let pool = Pool::builder().threads(1).build().unwrap();
         let handle = pool.handle();
         let (answered, answer) = mpsc::channel();
-        // Detached, so that the worker, not a joining caller, runs it.
         drop(pool.spawn(Lane::Normal, move || {
             let blocking = BlockingPool::new();
+            let blocking_handle = blocking.handle();
             let (running, is_running) = mpsc::channel();
-            let read = blocking
+            let task = blocking
                 .spawn(move || {
                     running.send(()).unwrap();
-                    // A decode step handed to the work-stealing pool, whose
-                    // result comes back by channel.
-                    let (decoded, result) = mpsc::channel();
-                    drop(handle.spawn(Lane::Background, move || decoded.send(7).unwrap()));
-                    result.recv().unwrap()
+                    read(handle, blocking_handle)
                 })
                 .unwrap();
             is_running.recv().unwrap();
             drop(blocking);
-            answered.send(read.wait().unwrap()).unwrap();
+            answered.send(task.wait().unwrap()).unwrap();
         }));
         let answer = answer.recv().unwrap();
         drop(pool);
         answer
-    });
+    })
+}
+
+/// A background task of `pool` that sends 7, and its result: a decode
+/// step handed to the work-stealing pool by a blocking task.
+fn decoded_on(pool: &PoolHandle) -> u32 {
+    let (decoded, result) = mpsc::channel();
+    drop(pool.spawn(Lane::Background, move || decoded.send(7).unwrap()));
+    result.recv().unwrap()
+}
+
+/// A blocking pool shut down by a task of a work-stealing pool whose only
+/// worker is busy with it, while a blocking task waits for the result of
+/// a background task of that pool. The shutdown waits for the blocking
+/// thread, which waits for the background task. Before, the shutdown slept
+/// in a thread join and nobody ran the background task: a hang. Now a
+/// thread of a work-stealing pool runs that pool's tasks while it waits for
+/// the blocking threads to leave, as `BlockingTask::wait` does.
+#[test]
+fn shutting_a_blocking_pool_down_on_a_worker_runs_the_tasks_its_threads_wait_for() {
+    let answer = drop_a_blocking_pool_on_the_only_worker(
+        "a blocking pool shut down on a worker",
+        |pool, _| decoded_on(&pool),
+    );
     assert_eq!(answer, 7);
 }
 
@@ -1320,41 +1339,23 @@ fn shutting_a_blocking_pool_down_on_a_worker_runs_the_tasks_its_threads_wait_for
 /// register, slept in a plain wait, and nobody ran the background task.
 #[test]
 fn a_blocking_pool_shut_down_twice_on_one_worker_runs_the_work_each_time() {
-    let answer = within_watchdog("two shutdowns of a blocking pool on a worker", || {
-        let pool = Pool::builder().threads(1).build().unwrap();
-        let handle = pool.handle();
-        let (answered, answer) = mpsc::channel();
-        drop(pool.spawn(Lane::Normal, move || {
-            let blocking = BlockingPool::new();
-            let again = blocking.handle();
-            let (running, is_running) = mpsc::channel();
-            let read = blocking
-                .spawn(move || {
-                    running.send(()).unwrap();
-                    // Long enough for the drop's wait to find nothing and
-                    // sleep (a shorter sleep only makes the case weaker).
-                    std::thread::sleep(Duration::from_millis(20));
-                    let (shutting, is_shutting) = mpsc::channel();
-                    drop(handle.spawn(Lane::Normal, move || {
-                        shutting.send(()).unwrap();
-                        again.shutdown();
-                    }));
-                    is_shutting.recv().unwrap();
-                    // The same for the second call's wait.
-                    std::thread::sleep(Duration::from_millis(20));
-                    let (decoded, result) = mpsc::channel();
-                    drop(handle.spawn(Lane::Background, move || decoded.send(7).unwrap()));
-                    result.recv().unwrap()
-                })
-                .unwrap();
-            is_running.recv().unwrap();
-            drop(blocking);
-            answered.send(read.wait().unwrap()).unwrap();
-        }));
-        let answer = answer.recv().unwrap();
-        drop(pool);
-        answer
-    });
+    let answer = drop_a_blocking_pool_on_the_only_worker(
+        "two shutdowns of a blocking pool on a worker",
+        |pool, blocking| {
+            // Long enough for the drop's wait to find nothing and sleep (a
+            // shorter sleep only makes the case weaker).
+            std::thread::sleep(Duration::from_millis(20));
+            let (shutting, is_shutting) = mpsc::channel();
+            drop(pool.spawn(Lane::Normal, move || {
+                shutting.send(()).unwrap();
+                blocking.shutdown();
+            }));
+            is_shutting.recv().unwrap();
+            // The same for the second call's wait.
+            std::thread::sleep(Duration::from_millis(20));
+            decoded_on(&pool)
+        },
+    );
     assert_eq!(answer, 7);
 }
 

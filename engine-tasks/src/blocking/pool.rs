@@ -29,11 +29,12 @@
 //!   mandatory and every thread handle; outside it, drop the taken tasks
 //!   (their handles report [`JoinError::Cancelled`], their destructors
 //!   run), wake every thread, and join them. A caller that works in a
-//!   work-stealing pool first waits for the last thread to leave
-//!   (a latch of its own, set by the last) while it runs that pool's tasks: a blocking task may be
-//!   waiting for one, with every worker as stuck as the caller. Threads run the mandatory tasks
-//!   still queued before they exit; if no thread is left, the shutting-down
-//!   caller runs them. A caller from outside the pool then waits until the
+//!   work-stealing pool first waits for the last thread to leave (on a
+//!   latch of its own, which the last one sets) while it runs that pool's
+//!   tasks: a blocking task may be waiting for one, with every worker as
+//!   stuck as the caller. Threads run the mandatory tasks still queued
+//!   before they exit; if no thread is left, the shutting-down caller
+//!   runs them. A caller from outside the pool then waits until the
 //!   last thread has left (`exited`), also when another call took the
 //!   handles first. A pool thread that shuts the pool down takes no handle
 //!   and joins no thread (another may be waiting for its task): the threads
@@ -117,10 +118,10 @@ impl BlockingPoolBuilder {
     }
 
     /// Most tasks waiting for a thread (default: unbounded). A task that an
-    /// idle thread, or one just started for it, will take does not count. With `cap` threads running
-    /// (or fewer, when no more could start), none idle, and this many tasks
-    /// waiting, submissions fail with [`BlockingError::Full`] instead of
-    /// growing the queue.
+    /// idle thread, or one just started for it, will take does not count.
+    /// With `cap` threads running (or fewer, when no more could start),
+    /// none idle, and this many tasks waiting, submissions fail with
+    /// [`BlockingError::Full`] instead of growing the queue.
     ///
     /// ```
     /// use engine_tasks::{BlockingError, BlockingPool};
@@ -179,10 +180,11 @@ impl BlockingPoolBuilder {
     /// it returns makes the start a failure too. But a function it keeps
     /// and never runs (or drops later) is a thread the pool counts, and
     /// `shutdown` waits for it. Run in the call instead of on a new thread,
-    /// the function panics, and the start fails. It runs under the pool's lock, inside the
-    /// call that submits a task: it must not submit to this pool or read
-    /// its [`metrics`](BlockingPoolHandle::metrics) (that would deadlock),
-    /// and while it runs, other submitters and the pool's threads wait.
+    /// the function panics, and the start fails. `spawn` runs under the
+    /// pool's lock, inside the call that submits a task: it must not submit
+    /// to this pool or read its [`metrics`](BlockingPoolHandle::metrics)
+    /// (that would deadlock), and while it runs, other submitters and the
+    /// pool's threads wait.
     pub fn spawn_with<F>(mut self, spawn: F) -> Self
     where
         F: Fn(ThreadSpec, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>

@@ -42,21 +42,21 @@
 //!
 //! # Frames run alone
 //!
-//! Handing a node to another thread costs a queue operation and often a
-//! wake-up and a cache miss, so a frame of light nodes ends sooner on one
-//! thread. When the frames before were not worth a second thread (by
-//! default under 20 µs of work, or nodes under 200 ns on average; see
+//! Handing a node to another thread costs a queue operation and often a wake-up
+//! and a cache miss, so a frame of light nodes ends sooner on one thread. When
+//! the frames before were not worth a second thread (by default under 20 µs of
+//! work, or nodes under 200 ns on average; see
 //! [`TaskGraphBuilder::share_above`]), and for a graph's first frame, the
 //! frame's thread runs the frame alone: it walks a plan, worked out between
-//! frames, that puts every node after its dependencies, so nothing is
-//! queued or counted. If such a frame turns out heavy by the same rule,
-//! checked after every node that is not light, and after each run of up to
-//! 16 light nodes (every 32 nodes of an untimed graph), all but in the
-//! graph's first frame ever (frame numbers carry over a
-//! [`build_into`](TaskGraphBuilder::build_into), whose new nodes count as
-//! light until measured), and the nodes after that confirm it (a frame held up once
-//! runs on alone), the thread queues the rest in the pool and waits like
-//! any shared frame.
+//! frames, that puts every node after its dependencies, so nothing is queued or
+//! counted. If such a frame turns out heavy by the same rule, checked after
+//! every node that is not light, and after each run of up to 16 light nodes
+//! (every 32 nodes of an untimed graph), all but in the graph's first frame
+//! ever (frame numbers carry over a
+//! [`build_into`](TaskGraphBuilder::build_into), whose new nodes count as light
+//! until measured), and the nodes after that confirm it (a frame held up once
+//! runs on alone), the thread queues the rest in the pool and waits like any
+//! shared frame.
 //!
 //! A node measured in a shared frame also pays for the sharing (lines that
 //! cross cores, caches that other work emptied), so a graph of light nodes
@@ -126,17 +126,17 @@
 //!
 //! # Sets, run conditions and declared access
 //!
-//! Nodes can be grouped in named sets ([`TaskGraphBuilder::set`]), ordered
-//! by node or by set, run only in frames where a condition holds
+//! Nodes can be grouped in named sets ([`TaskGraphBuilder::set`]), ordered by
+//! node or by set, run only in frames where a condition holds
 //! ([`NodeBuilder::run_if`], evaluated once per frame when the node, or
-//! whichever node of the set asks first, is about to run), and enabled or disabled between
-//! frames by name ([`TaskGraph::set_enabled`]). A node that does not run
-//! for those reasons releases its dependents as if it had
+//! whichever node of the set asks first, is about to run), and enabled or
+//! disabled between frames by name ([`TaskGraph::set_enabled`]). A node that
+//! does not run for those reasons releases its dependents as if it had
 //! ([`NodeOutcome::Off`]). A node that declares what it reads and writes
-//! ([`NodeBuilder::reads`], [`NodeBuilder::writes`], or plain ids for an
-//! ECS's components) never runs at the same time as a node whose access
-//! conflicts with it: the build orders such pairs that no ordering orders
-//! (see [`TaskGraph::ambiguities`]), and [`NodeContext::res`] and
+//! ([`NodeBuilder::reads`], [`NodeBuilder::writes`], or plain ids for an ECS's
+//! components) never runs at the same time as a node whose access conflicts
+//! with it: the build orders such pairs that no ordering orders (see
+//! [`TaskGraph::ambiguities`]), and [`NodeContext::res`] and
 //! [`NodeContext::res_mut`] then hand out the [`Resources`] without a lock.
 //!
 //! ```

@@ -1,15 +1,15 @@
 //! Starting a pool thread through a spawn function, so that the thread
 //! joins its pool only if the pool counted it.
 //!
-//! A spawn function ([`SpawnFn`](crate::pool::registry::SpawnFn)) is the user's code. It may start the
-//! thread and then fail anyway (return an error, or panic), or drop the
-//! thread's function without running it and still return a handle. The
-//! pool decides from the function's answer whether a thread exists: it
-//! counts it, keeps its handle, joins it at shutdown. The new thread must
+//! A spawn function ([`SpawnFn`](crate::pool::registry::SpawnFn)) is the user's
+//! code. It may start the thread and then fail anyway (return an error, or
+//! panic), or drop the thread's function without running it and still return a
+//! handle. The pool decides from the function's answer whether a thread exists:
+//! it counts it, keeps its handle, joins it at shutdown. The new thread must
 //! follow that answer, or a thread the pool does not know of would run the
-//! pool's loop: the blocking pool's count of threads would go below zero
-//! when it left, and the work-stealing pool's drop would return while it
-//! still ran tasks.
+//! pool's loop: the blocking pool's count of threads would go below zero when
+//! it left, and the work-stealing pool's drop would return while it still ran
+//! tasks.
 //!
 //! The handshake that makes the thread follow the answer is in
 //! `sync/start_verdict.rs`.

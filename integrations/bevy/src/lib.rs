@@ -31,10 +31,12 @@
 //! Unlike bevy's multi-threaded executor, this one does not read the
 //! world's `MainThreadExecutor` resource: a schedule with non-`Send`
 //! systems must be run from the thread that owns their non-`Send` data.
-//! The executor does not support bevy_ecs's `hotpatching` feature. With the `tracy` feature every system run is a Tracy zone
-//! named after the system (the feature turns on bevy_ecs's `debug` feature,
-//! without which bevy does not keep system names); without it, the zone is
-//! a span of the engine-tasks timeline recorder.
+//! The executor does not support bevy_ecs's `hotpatching` feature.
+//!
+//! With the `tracy` feature every system run is a Tracy zone named after
+//! the system (the feature turns on bevy_ecs's `debug` feature, without
+//! which bevy does not keep system names); without it, the zone is a span
+//! of the engine-tasks timeline recorder.
 //!
 //! Run conditions are evaluated while the executor holds the lock of its
 //! run's state, which every system takes as it ends. A wait on the pool (a
