@@ -750,8 +750,8 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
 /// Runs every task still queued anywhere in the pool on this thread; used by
 /// shutdown once the workers are gone. If another thread holds the guest slot
 /// it is inside a wait and runs tasks itself; we take the slot once it leaves,
-/// and meanwhile run what no slot owner will, yielding, then sleeping, between
-/// looks that find nothing.
+/// and meanwhile run what no slot owner will, backing off (spins, yields, then
+/// sleeps) between looks that find nothing.
 pub(crate) fn drain(shared: &Shared) {
     if in_another_pool(shared) {
         // Never `shared`'s guest (`with_slot`): run what no slot owner
@@ -759,10 +759,10 @@ pub(crate) fn drain(shared: &Shared) {
         while run_one_unowned(shared) {}
         return;
     }
-    // The guest may wait for long (on a blocking task, say): after a few
-    // yields, sleep between looks instead of taking a core for the wait.
-    const YIELDS_BEFORE_SLEEPING: u32 = 64;
-    let mut idle_looks = 0;
+    // The guest may wait for long (on a blocking task, say): once the
+    // backoff's spins and yields are spent, sleep between looks instead of
+    // taking a core for the wait.
+    let backoff = crossbeam_utils::Backoff::new();
     loop {
         let drained = with_slot(shared, |local| {
             local?.run_until_empty();
@@ -772,10 +772,9 @@ pub(crate) fn drain(shared: &Shared) {
             return;
         }
         if run_one_unowned(shared) {
-            idle_looks = 0;
-        } else if idle_looks < YIELDS_BEFORE_SLEEPING {
-            idle_looks += 1;
-            std::thread::yield_now();
+            backoff.reset();
+        } else if !backoff.is_completed() {
+            backoff.snooze();
         } else {
             // Short against a shutdown, long against a look's cost.
             std::thread::sleep(std::time::Duration::from_micros(200));
