@@ -5,19 +5,32 @@
 //! # States
 //!
 //! One word: the frame's epoch (frames numbered from 1) shifted left by
-//! two, and two bits: `EVALUATING`, `NO`, `YES` or `PANICKED`. A word of an
-//! older epoch means "not asked yet this frame", so nothing is reset
-//! between frames.
+//! three, and three bits: `EVALUATING`, `SLEPT_ON` (evaluating, and at
+//! least one asker sleeps until the answer), `NO`, `YES` or `PANICKED`. A
+//! word of an older epoch means "not asked yet this frame", so nothing is
+//! reset between frames.
 //!
 //! * The first thread to ask swaps in `(epoch, EVALUATING)` with a
-//!   compare-exchange, evaluates, and stores `(epoch, answer)` with
-//!   Release. If the evaluation panics, it stores `PANICKED` before the
+//!   compare-exchange, evaluates, and swaps in `(epoch, answer)` with
+//!   Release. If the evaluation panics, it swaps in `PANICKED` before the
 //!   panic goes on: every later asker of the frame gets
 //!   [`Panicked`] (its caller fails the way the evaluator did),
-//!   and no asker waits for ever on a panic.
-//! * A thread that finds `EVALUATING` of its epoch waits (spinning, then
-//!   yielding) for the answer, which it reads with Acquire; one that finds
-//!   an answer of its epoch takes it.
+//!   and no asker waits for ever on a panic. If the word it swapped out
+//!   was `SLEPT_ON`, it takes the gate's lock and wakes every sleeper.
+//! * A thread that finds `EVALUATING` or `SLEPT_ON` of its epoch waits for
+//!   the answer, which it reads with Acquire; one that finds an answer of
+//!   its epoch takes it. The wait spins and yields a little (a condition
+//!   is usually a flag or a counter, answered in far less than a wake-up
+//!   costs), then sleeps: under the gate's lock it turns `EVALUATING` into
+//!   `SLEPT_ON` with a compare-exchange and sleeps on the gate's condition
+//!   variable until the word holds an answer. A slow condition (one that
+//!   polls a socket, say) so costs its waiters no CPU.
+//!
+//! The sleep loses no wake-up: a sleeper marks the word and goes to sleep
+//! under the lock, and the evaluator, whose swap saw the mark (a
+//! read-modify-write reads the latest word), takes the lock before it
+//! wakes the sleepers, so each is either asleep by then or has not yet
+//! looked at the word, and will see the answer when it does.
 //!
 //! Such a wait ends only if the evaluation never waits for an asker, for
 //! instance by running an asker's work while it waits: the caller makes
@@ -39,6 +52,7 @@
 //! answer, never the old word.
 
 use crate::loom::atomic::{AtomicU64, Ordering};
+use crate::loom::{Condvar, Mutex};
 #[cfg(not(loom))]
 use crossbeam_utils::Backoff;
 
@@ -46,12 +60,17 @@ use crossbeam_utils::Backoff;
 /// frames are numbered from 1.
 const PANICKED: u64 = 0;
 const EVALUATING: u64 = 1;
-const NO: u64 = 2;
-const YES: u64 = 3;
+const SLEPT_ON: u64 = 2;
+const NO: u64 = 3;
+const YES: u64 = 4;
+
+/// Bits of the word that hold the state; the epoch is above them.
+const STATE_BITS: u32 = 3;
+const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
 
 /// The word for `epoch` and `state`.
 fn word(epoch: u64, state: u64) -> u64 {
-    epoch << 2 | state
+    epoch << STATE_BITS | state
 }
 
 /// The gate has no answer for the frame: its evaluation panicked (module
@@ -73,12 +92,18 @@ pub(crate) enum Askers {
 /// See the module docs.
 pub(crate) struct FrameGate {
     state: AtomicU64,
+    /// Held by a sleeper from its mark to its sleep, and by the evaluator
+    /// before it wakes the sleepers (module docs); guards nothing else.
+    sleep_lock: Mutex<()>,
+    sleepers: Condvar,
 }
 
 impl FrameGate {
     pub(crate) fn new() -> Self {
         FrameGate {
             state: AtomicU64::new(0),
+            sleep_lock: Mutex::new(()),
+            sleepers: Condvar::new(),
         }
     }
 
@@ -119,7 +144,10 @@ impl FrameGate {
                 if word == self::word(epoch, PANICKED) {
                     return Err(Panicked);
                 }
-                debug_assert!(word >> 2 < epoch, "another thread asked a frame run alone");
+                debug_assert!(
+                    word >> STATE_BITS < epoch,
+                    "another thread asked a frame run alone"
+                );
                 Ok(self.evaluate(epoch, evaluate))
             }
         }
@@ -131,7 +159,7 @@ impl FrameGate {
     /// the evaluation out of line.
     #[inline]
     pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
-        debug_assert!(epoch > 0 && epoch < 1 << 62);
+        debug_assert!(epoch > 0 && epoch < 1 << (64 - STATE_BITS));
         // Acquire: pairs with the Release store of the answer
         // (`Publish::drop`), so the evaluator's reads and writes happen
         // before the caller's.
@@ -153,23 +181,23 @@ impl FrameGate {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
         loop {
-            // Acquire: pairs with the Release store of the answer, so the
-            // evaluator's reads and writes happen before ours.
+            // Acquire: pairs with the Release swap of the answer
+            // (`Publish::drop`), so the evaluator's reads and writes happen
+            // before ours.
             let word = self.state.load(Ordering::Acquire);
-            if word >> 2 == epoch {
-                match word & 3 {
-                    NO => return Ok(false),
-                    YES => return Ok(true),
-                    PANICKED => return Err(Panicked),
-                    _ => {
-                        // Another thread is evaluating: wait for its answer.
-                        #[cfg(loom)]
-                        crate::loom::thread::yield_now();
-                        #[cfg(not(loom))]
-                        backoff.snooze();
-                        continue;
-                    }
+            if word >> STATE_BITS == epoch {
+                if let Some(answer) = answer_in(word) {
+                    return answer;
                 }
+                // Another thread is evaluating: wait for its answer. Under
+                // loom, straight to the sleep, whose protocol is the one
+                // to check.
+                #[cfg(not(loom))]
+                if !backoff.is_completed() {
+                    backoff.snooze();
+                    continue;
+                }
+                return self.sleep_until_answered(epoch);
             }
             // Acquire on success: as above, for the previous frame's word.
             // Relaxed on failure: the loop loads again.
@@ -185,6 +213,48 @@ impl FrameGate {
             {
                 return Ok(self.evaluate(epoch, evaluate));
             }
+        }
+    }
+
+    /// Sleeps until frame `epoch`'s evaluation, under way on another
+    /// thread, answers (module docs).
+    #[cold]
+    fn sleep_until_answered(&self, epoch: u64) -> Result<bool, Panicked> {
+        // Nobody panics while holding the lock, but a poisoned one guards
+        // nothing that could be broken.
+        let mut guard = self.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            // Acquire: as in `ask`.
+            let word = self.state.load(Ordering::Acquire);
+            debug_assert_eq!(
+                word >> STATE_BITS,
+                epoch,
+                "a frame ended with a node waiting"
+            );
+            if let Some(answer) = answer_in(word) {
+                return answer;
+            }
+            if word & STATE_MASK == EVALUATING {
+                // Relaxed, both: the mark publishes nothing; the answer is
+                // read by the Acquire load above. On failure (the answer
+                // came, or another sleeper marked it) the loop loads again.
+                if self
+                    .state
+                    .compare_exchange(
+                        word,
+                        self::word(epoch, SLEPT_ON),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+                {
+                    continue;
+                }
+            }
+            // Marked, under the lock: the evaluator's wake-up comes after
+            // this sleep starts (module docs). A spurious wake-up loads
+            // again.
+            guard = self.sleepers.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -214,12 +284,32 @@ struct Publish<'a> {
 
 impl Drop for Publish<'_> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire loads in `known` and `ask`; after
-        // an `OnlyThis` evaluation, whatever lets other threads in (a
-        // hand-over's queue push) also orders it before their loads.
-        self.gate
+        // Release: pairs with the Acquire loads in `known`, `ask` and
+        // `sleep_until_answered`; after an `OnlyThis` evaluation, whatever
+        // lets other threads in (a hand-over's queue push) also orders it
+        // before their loads. A swap, not a store: it reads the latest
+        // word, so it sees a sleeper's mark (module docs).
+        let gate = self.gate;
+        let old = gate
             .state
-            .store(word(self.epoch, self.answer), Ordering::Release);
+            .swap(word(self.epoch, self.answer), Ordering::Release);
+        if old == word(self.epoch, SLEPT_ON) {
+            // Taking the lock waits out a sleeper between its mark and its
+            // sleep, so the wake-up reaches it.
+            let _guard = gate.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
+            gate.sleepers.notify_all();
+        }
+    }
+}
+
+/// The answer a word of the asker's epoch holds; `None` while it is being
+/// evaluated.
+fn answer_in(word: u64) -> Option<Result<bool, Panicked>> {
+    match word & STATE_MASK {
+        NO => Some(Ok(false)),
+        YES => Some(Ok(true)),
+        PANICKED => Some(Err(Panicked)),
+        _ => None,
     }
 }
 
@@ -264,6 +354,62 @@ mod tests {
     fn the_only_asker_evaluates_once_and_later_askers_get_its_answer() {
         each_frame_evaluates_once(Askers::OnlyThis);
     }
+
+    /// Frame 1's evaluation on one thread, which waits (up to a watchdog's
+    /// minute) until an asker on another thread marks the word as slept
+    /// on, then answers with `evaluate`'s result or panic: the asker's
+    /// answer, and whether the mark came.
+    fn ask_while_a_slow_evaluation_runs(
+        evaluate: impl FnOnce() -> bool + Send,
+    ) -> (Result<bool, Panicked>, bool) {
+        use std::sync::atomic::AtomicBool;
+        use std::time::{Duration, Instant};
+        let gate = FrameGate::new();
+        let evaluating = AtomicBool::new(false);
+        let marked = AtomicBool::new(false);
+        let answer = std::thread::scope(|s| {
+            s.spawn(|| {
+                let evaluation = std::panic::AssertUnwindSafe(|| {
+                    gate.answer(1, Askers::Many, || {
+                        // Relaxed, both flags: the test's own, joined by
+                        // the scope.
+                        evaluating.store(true, std::sync::atomic::Ordering::Relaxed);
+                        let watchdog = Instant::now() + Duration::from_secs(60);
+                        while Instant::now() < watchdog {
+                            if gate.state.load(Ordering::Relaxed) == word(1, SLEPT_ON) {
+                                marked.store(true, std::sync::atomic::Ordering::Relaxed);
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        evaluate()
+                    })
+                });
+                let _ = std::panic::catch_unwind(evaluation);
+            });
+            while !evaluating.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            gate.answer(1, Askers::Many, || {
+                unreachable!("the other thread evaluates")
+            })
+        });
+        (answer, marked.into_inner())
+    }
+
+    #[test]
+    fn an_asker_sleeps_through_a_slow_evaluation_and_gets_its_answer() {
+        let (answer, marked) = ask_while_a_slow_evaluation_runs(|| true);
+        assert!(marked, "the asker never went to sleep");
+        assert_eq!(answer, Ok(true));
+    }
+
+    #[test]
+    fn an_asker_asleep_when_the_evaluation_panics_gets_the_panic() {
+        let (answer, marked) = ask_while_a_slow_evaluation_runs(|| panic!("a bad condition"));
+        assert!(marked, "the asker never went to sleep");
+        assert_eq!(answer, Err(Panicked));
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -274,7 +420,10 @@ mod loom_models {
 
     /// Two threads ask in the same frame, then in the next: each frame's
     /// condition runs once, both get its answer, and what the evaluator
-    /// wrote before answering is visible to the other.
+    /// wrote before answering is visible to the other. Under loom an asker
+    /// that finds the evaluation under way goes straight to sleep, so this
+    /// also checks that the answer wakes it in every interleaving of its
+    /// mark and sleep with the evaluator's swap (no lost wake-up).
     #[test]
     fn one_evaluation_per_frame_and_both_see_it() {
         loom::model(|| {
