@@ -26,11 +26,12 @@
 //!   variable until the word holds an answer. A slow condition (one that
 //!   polls a socket, say) so costs its waiters no CPU.
 //!
-//! The sleep loses no wake-up: a sleeper marks the word and goes to sleep
-//! under the lock, and the evaluator, whose swap saw the mark (a
-//! read-modify-write reads the latest word), takes the lock before it
-//! wakes the sleepers, so each is either asleep by then or has not yet
-//! looked at the word, and will see the answer when it does.
+//! The sleep loses no wake-up: a sleeper looks at the word, marks it and
+//! goes to sleep all under the lock (a later sleeper that finds the mark
+//! sleeps without marking again), and the evaluator, whose swap saw the
+//! mark (a read-modify-write reads the latest word), takes the lock before
+//! it wakes the sleepers, so each is either asleep by then or has not yet
+//! taken the lock, and will see the answer when it does.
 //!
 //! Such a wait ends only if the evaluation never waits for an asker, for
 //! instance by running an asker's work while it waits: the caller makes
@@ -44,8 +45,9 @@
 //!
 //! A caller that knows it is the only thread asking in the frame (a frame
 //! run alone, before it hands any node over: [`Askers::OnlyThis`]) skips
-//! the compare-exchange: it evaluates and stores the answer with Release,
-//! as the claiming thread does, and never stores `EVALUATING`. Whatever
+//! the compare-exchange: it evaluates and stores the answer with Release
+//! (a plain store: nobody can have marked the word for a sleep), and never
+//! stores `EVALUATING`. Whatever
 //! later lets another thread ask in
 //! the frame (a hand-over's queue push, with its release/acquire pair)
 //! orders that store before the other's load, so the other finds the
@@ -148,7 +150,7 @@ impl FrameGate {
                     word >> STATE_BITS < epoch,
                     "another thread asked a frame run alone"
                 );
-                Ok(self.evaluate(epoch, evaluate))
+                Ok(self.evaluate(epoch, Askers::OnlyThis, evaluate))
             }
         }
     }
@@ -160,7 +162,7 @@ impl FrameGate {
     #[inline]
     pub(crate) fn known(&self, epoch: u64) -> Option<bool> {
         debug_assert!(epoch > 0 && epoch < 1 << (64 - STATE_BITS));
-        // Acquire: pairs with the Release store of the answer
+        // Acquire: pairs with the Release store or swap of the answer
         // (`Publish::drop`), so the evaluator's reads and writes happen
         // before the caller's.
         let word = self.state.load(Ordering::Acquire);
@@ -211,7 +213,7 @@ impl FrameGate {
                 )
                 .is_ok()
             {
-                return Ok(self.evaluate(epoch, evaluate));
+                return Ok(self.evaluate(epoch, Askers::Many, evaluate));
             }
         }
     }
@@ -220,8 +222,8 @@ impl FrameGate {
     /// thread, answers (module docs).
     #[cold]
     fn sleep_until_answered(&self, epoch: u64) -> Result<bool, Panicked> {
-        // Nobody panics while holding the lock, but a poisoned one guards
-        // nothing that could be broken.
+        // The lock guards no data, so a poisoned one (a debug assertion
+        // below that failed) breaks nothing.
         let mut guard = self.sleep_lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             // Acquire: as in `ask`.
@@ -262,10 +264,11 @@ impl FrameGate {
     /// that claimed the evaluation, or the only one asking.
     #[cold]
     #[cfg_attr(target_os = "linux", link_section = "engine_tasks_frame")]
-    fn evaluate(&self, epoch: u64, evaluate: impl FnOnce() -> bool) -> bool {
+    fn evaluate(&self, epoch: u64, askers: Askers, evaluate: impl FnOnce() -> bool) -> bool {
         let mut publish = Publish {
             gate: self,
             epoch,
+            askers,
             answer: PANICKED,
         };
         let answer = evaluate();
@@ -279,20 +282,27 @@ impl FrameGate {
 struct Publish<'a> {
     gate: &'a FrameGate,
     epoch: u64,
+    /// `OnlyThis`: nobody else asks, so nobody sleeps (a store will do).
+    askers: Askers,
     answer: u64,
 }
 
 impl Drop for Publish<'_> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire loads in `known`, `ask` and
-        // `sleep_until_answered`; after an `OnlyThis` evaluation, whatever
-        // lets other threads in (a hand-over's queue push) also orders it
-        // before their loads. A swap, not a store: it reads the latest
-        // word, so it sees a sleeper's mark (module docs).
         let gate = self.gate;
-        let old = gate
-            .state
-            .swap(word(self.epoch, self.answer), Ordering::Release);
+        let answer = word(self.epoch, self.answer);
+        // Release, both: pairs with the Acquire loads in `known`, `ask`
+        // and `sleep_until_answered`.
+        if self.askers == Askers::OnlyThis {
+            // Nobody else asks: whatever lets other threads in (a
+            // hand-over's queue push) orders this store before their
+            // loads, and nobody sleeps on the word.
+            gate.state.store(answer, Ordering::Release);
+            return;
+        }
+        // A swap, not a store: it reads the latest word, so it sees a
+        // sleeper's mark (module docs).
+        let old = gate.state.swap(answer, Ordering::Release);
         if old == word(self.epoch, SLEPT_ON) {
             // Taking the lock waits out a sleeper between its mark and its
             // sleep, so the wake-up reaches it.
@@ -358,25 +368,29 @@ mod tests {
     /// Frame 1's evaluation on one thread, which waits (up to a watchdog's
     /// minute) until an asker on another thread marks the word as slept
     /// on, then answers with `evaluate`'s result or panic: the asker's
-    /// answer, and whether the mark came.
+    /// answer, and whether the mark came. The asker's answer is awaited
+    /// for a minute too, so that a lost wake-up fails the test instead of
+    /// hanging it.
     fn ask_while_a_slow_evaluation_runs(
-        evaluate: impl FnOnce() -> bool + Send,
+        evaluate: impl FnOnce() -> bool + Send + 'static,
     ) -> (Result<bool, Panicked>, bool) {
         use std::sync::atomic::AtomicBool;
+        use std::sync::{mpsc, Arc};
         use std::time::{Duration, Instant};
-        let gate = FrameGate::new();
-        let evaluating = AtomicBool::new(false);
-        let marked = AtomicBool::new(false);
-        let answer = std::thread::scope(|s| {
-            s.spawn(|| {
+        const WATCHDOG: Duration = Duration::from_secs(60);
+        let gate = Arc::new(FrameGate::new());
+        let (evaluating_tx, evaluating_rx) = mpsc::channel();
+        let marked = Arc::new(AtomicBool::new(false));
+        let evaluator = {
+            let (gate, marked) = (gate.clone(), marked.clone());
+            std::thread::spawn(move || {
                 let evaluation = std::panic::AssertUnwindSafe(|| {
                     gate.answer(1, Askers::Many, || {
-                        // Relaxed, both flags: the test's own, joined by
-                        // the scope.
-                        evaluating.store(true, std::sync::atomic::Ordering::Relaxed);
-                        let watchdog = Instant::now() + Duration::from_secs(60);
+                        evaluating_tx.send(()).unwrap();
+                        let watchdog = Instant::now() + WATCHDOG;
                         while Instant::now() < watchdog {
                             if gate.state.load(Ordering::Relaxed) == word(1, SLEPT_ON) {
+                                // Relaxed: read after the join.
                                 marked.store(true, std::sync::atomic::Ordering::Relaxed);
                                 break;
                             }
@@ -386,15 +400,21 @@ mod tests {
                     })
                 });
                 let _ = std::panic::catch_unwind(evaluation);
-            });
-            while !evaluating.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::yield_now();
-            }
-            gate.answer(1, Askers::Many, || {
-                unreachable!("the other thread evaluates")
             })
+        };
+        evaluating_rx.recv().unwrap();
+        let (answer_tx, answer_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let answer = gate.answer(1, Askers::Many, || {
+                unreachable!("the other thread evaluates")
+            });
+            answer_tx.send(answer).unwrap();
         });
-        (answer, marked.into_inner())
+        let answer = answer_rx
+            .recv_timeout(WATCHDOG * 2)
+            .expect("the asker was never woken");
+        evaluator.join().unwrap();
+        (answer, marked.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     #[test]
@@ -431,7 +451,7 @@ mod loom_models {
             let evaluations = Arc::new(AtomicUsize::new(0));
             let ask = |gate: &FrameGate, evaluations: &AtomicUsize, epoch: u64| {
                 gate.answer(epoch, Askers::Many, || {
-                    // Relaxed: published by the gate's Release store.
+                    // Relaxed: published by the gate's Release swap.
                     evaluations.fetch_add(1, Ordering::Relaxed);
                     epoch == 1
                 })
@@ -452,6 +472,40 @@ mod loom_models {
             assert_eq!(evaluations.load(Ordering::Relaxed), 1);
             assert!(!ask(&gate, &evaluations, 2));
             assert_eq!(evaluations.load(Ordering::Relaxed), 2);
+        });
+    }
+
+    /// Three threads ask in one frame: one evaluates, and the other two
+    /// may both sleep, the second finding the first's mark and sleeping
+    /// without marking again; the answer wakes both. Preemptions bounded
+    /// to 2: three threads at 3 take too long for CI.
+    #[test]
+    fn every_sleeper_is_woken_by_the_answer() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let gate = Arc::new(FrameGate::new());
+            let evaluations = Arc::new(AtomicUsize::new(0));
+            let ask = |gate: &FrameGate, evaluations: &AtomicUsize| {
+                gate.answer(1, Askers::Many, || {
+                    // Relaxed: published by the gate's Release swap.
+                    evaluations.fetch_add(1, Ordering::Relaxed);
+                    true
+                })
+                .expect("the evaluation does not panic")
+            };
+            let others: Vec<_> = (0..2)
+                .map(|_| {
+                    let (gate, evaluations) = (gate.clone(), evaluations.clone());
+                    thread::spawn(move || ask(&gate, &evaluations))
+                })
+                .collect();
+            assert!(ask(&gate, &evaluations));
+            for other in others {
+                assert!(other.join().unwrap());
+            }
+            // Relaxed: the joins ordered it.
+            assert_eq!(evaluations.load(Ordering::Relaxed), 1);
         });
     }
 
