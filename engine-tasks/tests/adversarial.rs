@@ -442,6 +442,91 @@ fn dropping_the_last_pool_inside_its_own_task() {
     });
 }
 
+/// Case 3c: the last `Pool` dropped inside its own task while an outside
+/// thread holds the pool's only background permit (it runs a background
+/// task inside its `join`) and more background tasks are queued. The
+/// worker, turned away from them for want of a permit, saw the shutdown
+/// and exited; the permit's release then woke nobody, and the queued tasks
+/// never ran. Now a shut-down pool's threads take background work past the
+/// cap, and a worker leaves only once no work is queued.
+#[test]
+fn dropping_the_last_pool_while_an_outside_thread_holds_the_background_permit() {
+    in_child_process(
+        "dropping_the_last_pool_while_an_outside_thread_holds_the_background_permit",
+        || {
+            let baseline = live_threads();
+            let pool = Arc::new(
+                Pool::builder()
+                    .threads(1)
+                    .background_cap(1)
+                    .build()
+                    .unwrap(),
+            );
+            // The worker runs this task, which drops the last `Pool` when
+            // told to.
+            let (started_send, started) = mpsc::channel::<()>();
+            let (drop_send, drop_now) = mpsc::channel::<()>();
+            let (dropped_send, dropped) = mpsc::channel::<()>();
+            let last = Arc::clone(&pool);
+            let owner = pool
+                .spawn(Lane::Normal, move || {
+                    started_send.send(()).unwrap();
+                    drop_now.recv().unwrap();
+                    drop(last);
+                    dropped_send.send(()).unwrap();
+                })
+                .unwrap();
+            drop(owner);
+            started.recv().unwrap();
+            // With the worker busy, an outside thread's `join` runs this
+            // background task itself, holding the only permit until told.
+            let (running_send, running) = mpsc::channel::<()>();
+            let (release_send, release) = mpsc::channel::<()>();
+            let held = pool
+                .spawn(Lane::Background, move || {
+                    running_send.send(()).unwrap();
+                    release.recv().unwrap();
+                })
+                .unwrap();
+            let joined = Arc::new(AtomicBool::new(false));
+            let joiner = {
+                let joined = Arc::clone(&joined);
+                std::thread::spawn(move || {
+                    held.join().unwrap();
+                    // Relaxed: read after this thread is joined.
+                    joined.store(true, Ordering::Relaxed);
+                })
+            };
+            running.recv().unwrap();
+            let ran = spawn_counted(&pool, 10);
+            drop(pool);
+            drop_send.send(()).unwrap();
+            dropped.recv().unwrap();
+            // Give the worker time to find the queued tasks out of its
+            // reach and, before the fix, to exit (not a timing assertion:
+            // the outcome below is the same whenever it looks).
+            std::thread::sleep(Duration::from_millis(100));
+            release_send.send(()).unwrap();
+            joiner.join().unwrap();
+            // Relaxed: the join ordered it.
+            assert!(joined.load(Ordering::Relaxed));
+            // Up to ten seconds, well inside the child's watchdog, so that
+            // lost tasks fail the count rather than time the child out.
+            let give_up = std::time::Instant::now() + Duration::from_secs(10);
+            // Relaxed: a count; each task adds to it once.
+            while ran.load(Ordering::Relaxed) < 10 && std::time::Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                ran.load(Ordering::Relaxed),
+                10,
+                "queued background tasks were lost"
+            );
+            until_threads_exit(baseline);
+        },
+    );
+}
+
 /// Case 3b: the last `Pool` dropped inside a `join` half that another
 /// worker stole, while the worker that pushed the half waits for it. The
 /// dropping worker used to join every other worker, the waiting one among

@@ -66,8 +66,11 @@ impl<F> std::error::Error for SpawnError<F> {}
 /// exit on their own, and tasks may still be running when the drop returns;
 /// an outside thread waiting in the pool as its guest runs what is left in
 /// its own queues before its wait returns.
-/// The same inside a task of another pool (a task of this one may wait on
-/// that pool's work, which the dropping thread may be the one to run). Inside
+/// The same on any thread that holds a slot of another pool (its worker, or
+/// a thread waiting in it as its guest: inside that pool's task, `join`
+/// half, scope body or wait), since a task of this one may wait on that
+/// pool's work, which the dropping thread may be the one to run: a process
+/// that exits right after such a drop may cut this pool's tasks off. Inside
 /// [`forbid_waits`](crate::forbid_waits) the drop panics and does not shut
 /// the pool down: its threads stay parked.
 /// All methods come from [`PoolHandle`].
@@ -412,8 +415,9 @@ impl PoolHandle {
     }
 
     /// Creates a scope whose tasks may borrow from the caller's stack, and
-    /// waits (block-on-complete) until all of them finish. The first panic of
-    /// the body or a task is re-raised after every task has finished.
+    /// waits (block-on-complete) until all of them finish. After every task
+    /// has finished, the body's panic is re-raised if it panicked, else the
+    /// first task's panic; any other payload is dropped.
     ///
     /// While it waits for tasks that other threads took, the calling thread
     /// runs queued tasks of the pool at least as urgent as the least urgent

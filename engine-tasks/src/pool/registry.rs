@@ -28,13 +28,15 @@
 //! # Shutdown
 //!
 //! Dropping the `Pool` sets `shutdown` (new `spawn`s fail and return their
-//! task), wakes every thread, and joins them. Workers exit only when they find
-//! no task, so everything queued runs. The dropping thread then waits for
+//! task), wakes every thread, and joins them. Workers exit only when no task
+//! is queued, so everything queued runs; a shut-down pool's threads take
+//! background work past the cap (`Local::acquire_background`), which no
+//! frame needs any more. The dropping thread then waits for
 //! submissions that were already past the shutdown check, and runs whatever is
 //! still queued itself. No task is dropped unrun. A `Pool` dropped inside
 //! one of its own tasks (on a worker, or on a thread waiting as its guest)
 //! joins no worker, since one may be waiting for that task: every worker
-//! exits once it finds no task (the dropping one when that task returns),
+//! exits once no task is queued (the dropping one when that task returns),
 //! and tasks may still be running when the drop returns.
 
 use crate::lane::Lane;
@@ -467,6 +469,13 @@ impl Shared {
         !self.injector[lane.index()].is_empty() || self.slots.iter().any(|slot| slot.has_work(lane))
     }
 
+    /// Whether work of any lane looks queued anywhere in the pool (a hint,
+    /// as [`has_visible_work`](Self::has_visible_work)): a look for it may
+    /// still come back empty while another thread moves it.
+    pub(crate) fn has_queued_work(&self) -> bool {
+        Lane::ALL.iter().any(|&lane| self.has_visible_work(lane))
+    }
+
     /// Queues a task submitted by a thread without a slot of this pool.
     /// Fails (returning the task) once shutdown has begun.
     pub(crate) fn inject(&self, lane: Lane, task: TaskRef) -> Result<(), TaskRef> {
@@ -603,7 +612,7 @@ impl Shared {
         // pool (a `join` half this thread stole), and would never exit. So
         // it joins none: it drains the queues beside them (the caller's
         // `drain`), every worker's loop sees the closed gate and exits once
-        // it finds no task, and their handles are dropped, detaching them.
+        // no task is queued, and their handles are dropped, detaching them.
         // Each holds the pool's `Shared` until it exits. Tasks may still be
         // running on them when the drop returns. The same for a thread of
         // another pool (its worker or guest): a task of this pool may wait

@@ -138,13 +138,18 @@ impl Local<'_> {
     /// of the pool's permits (release it after the task). `Some(false)`: it
     /// already runs background work further up its stack, so a nested one
     /// does not add concurrency and needs no permit (requiring one would
-    /// deadlock a background task waiting for its own children at the cap).
-    /// `None`: the cap is reached.
+    /// deadlock a background task waiting for its own children at the cap),
+    /// or the pool is shutting down: no frame is left for the cap to keep
+    /// threads for, and a thread turned away then would leave the pool
+    /// (`run_worker`) with the work still queued. `None`: the cap is
+    /// reached.
     pub(super) fn acquire_background(&self) -> Option<bool> {
         if self.background_depth.get() > 0 {
             Some(false)
         } else if self.shared.try_acquire_background() {
             Some(true)
+        } else if self.shared.is_shutdown() {
+            Some(false)
         } else {
             None
         }

@@ -48,6 +48,11 @@ use std::time::Duration;
 /// worker does not.)
 pub(crate) const WARM_STEP_LINES: usize = 32;
 
+/// How long a thread of a pool that shut down sleeps before it looks again
+/// for work it saw but could not take (another thread was moving it):
+/// short against a shutdown, long against a look's cost.
+pub(crate) const SHUTDOWN_LOOK_AGAIN: Duration = Duration::from_micros(200);
+
 /// Why [`Local::idle`] returned.
 pub(super) enum Idle {
     Found(Found),
@@ -205,9 +210,14 @@ impl Local<'_> {
                 }
             }
         }
-        match self.park(floor, &stop, None) {
+        // Shutting down with work in sight that this thread's looks could
+        // not take (another thread moving it): shutdown's wake-ups are
+        // spent, so look again soon instead of parking for good.
+        let timeout = (self.shared.is_shutdown() && self.shared.has_queued_work())
+            .then_some(SHUTDOWN_LOOK_AGAIN);
+        match self.park(floor, &stop, timeout) {
             Parked::Idle(idle) => idle,
-            Parked::TimedOut => unreachable!("a park without a timeout timed out"),
+            Parked::TimedOut => Idle::Woke,
         }
     }
 
@@ -416,8 +426,11 @@ impl Local<'_> {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
                 // Work of the other pool: first give back this pool's
                 // searcher token, if a push gave it to this thread, so
-                // that pushes to this pool still wake its threads.
+                // that pushes to this pool still wake its threads. And
+                // give back scope credit: the task may run long or block,
+                // and must not hold up a scope of this pool (credit.rs).
                 self.leave_search();
+                self.credit.settle();
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
@@ -427,6 +440,7 @@ impl Local<'_> {
                 helping.get_or_init(|| Helping::new(other, self.helper_waker()));
                 // As above, before a task of the other pool may run.
                 self.leave_search();
+                self.credit.settle();
                 if run_one_unowned(other) {
                     return true;
                 }

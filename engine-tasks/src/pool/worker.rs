@@ -3,7 +3,7 @@
 //! while it waits), and a worker thread's loop. Where it looks for work is
 //! in `search.rs`; how it waits, in `wait.rs`.
 
-use super::wait::{run_one_unowned, Idle};
+use super::wait::{self, run_one_unowned, Idle};
 use crate::lane::Lane;
 use crate::pool::registry::{Shared, Slot, SlotLane};
 use crate::sync::credit::ScopeCredit;
@@ -13,6 +13,7 @@ use crate::sync::queue::TaskList;
 use crate::sync::ring::RingOwner;
 use crate::sync::task::TaskRef;
 use crate::trace::instrument;
+use crossbeam_utils::Backoff;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
@@ -292,8 +293,21 @@ impl<'a> Local<'a> {
     /// Runs tasks from anywhere in the pool, every lane, until it finds
     /// none: a shut-down pool's last runs (`drain`).
     fn run_until_empty(&self) {
-        while let Some(found) = self.find_task(Lane::Background, true) {
-            self.run_found(found);
+        let backoff = Backoff::new();
+        loop {
+            if let Some(found) = self.find_task(Lane::Background, true) {
+                self.run_found(found);
+                backoff.reset();
+            } else if !self.shared.has_queued_work() {
+                return;
+            } else if !backoff.is_completed() {
+                // Another thread is moving the work in sight (a steal, a
+                // held consumer lock): it lets go within a microsecond
+                // unless preempted.
+                backoff.snooze();
+            } else {
+                std::thread::sleep(wait::SHUTDOWN_LOOK_AGAIN);
+            }
         }
     }
 
@@ -735,7 +749,11 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
             local.run_found(found);
             continue;
         }
-        match local.idle(Lane::Background, false, || shared.is_shutdown()) {
+        // Leaves once shutdown began and nothing is queued: a look that
+        // came back empty while work is still in sight (another thread
+        // moving it) looks again (`Local::idle`).
+        let stop = || shared.is_shutdown() && !shared.has_queued_work();
+        match local.idle(Lane::Background, false, stop) {
             Idle::Found(found) => local.run_found(found),
             Idle::Woke => {}
             Idle::Stopped => break,
@@ -762,7 +780,7 @@ pub(crate) fn drain(shared: &Shared) {
     // The guest may wait for long (on a blocking task, say): once the
     // backoff's spins and yields are spent, sleep between looks instead of
     // taking a core for the wait.
-    let backoff = crossbeam_utils::Backoff::new();
+    let backoff = Backoff::new();
     loop {
         let drained = with_slot(shared, |local| {
             local?.run_until_empty();
@@ -776,8 +794,7 @@ pub(crate) fn drain(shared: &Shared) {
         } else if !backoff.is_completed() {
             backoff.snooze();
         } else {
-            // Short against a shutdown, long against a look's cost.
-            std::thread::sleep(std::time::Duration::from_micros(200));
+            std::thread::sleep(wait::SHUTDOWN_LOOK_AGAIN);
         }
     }
 }

@@ -32,7 +32,9 @@
 //! settles:
 //!
 //! - before it runs a task that belongs to another scope or to none
-//!   (`Local::run_task`), since that task may block for any reason;
+//!   (`Local::run_task`), or a task of another pool inside a wait on that
+//!   pool (`Local::wait_for_other_pool`), since that task may block for any
+//!   reason;
 //! - when it finds no work (before the idle spin and before it parks);
 //! - when a wait ends (`Local::wait_loop`), before it returns to the code
 //!   that waited; and while it waits for the credited scope itself, as soon
