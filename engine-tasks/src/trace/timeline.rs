@@ -325,11 +325,19 @@ impl Drop for OpenSpan {
 }
 
 /// Begins a span if a session records; `a` is the lane where it applies.
-#[inline]
+/// Inlined down to the one relaxed load of `recording` (every task and
+/// node passes here); the recording itself stays out of line.
+#[inline(always)]
 pub(crate) fn begin(category: Category, label: Label, a: u32) -> Option<OpenSpan> {
     if !recording() {
         return None;
     }
+    begin_recorded(category, label, a)
+}
+
+#[cold]
+#[inline(never)]
+fn begin_recorded(category: Category, label: Label, a: u32) -> Option<OpenSpan> {
     let buffer = buffer()?;
     // Relaxed: owner-only counter.
     let open = buffer.open.load(Ordering::Relaxed);
@@ -356,12 +364,19 @@ pub(crate) fn begin(category: Category, label: Label, a: u32) -> Option<OpenSpan
     })
 }
 
-/// Records an instant event if a session records.
-#[inline]
+/// Records an instant event if a session records (inlined down to the
+/// check, as [`begin`]).
+#[inline(always)]
 pub(crate) fn instant(category: Category, a: u32, b: u32, c: u32) {
     if !recording() {
         return;
     }
+    instant_recorded(category, a, b, c);
+}
+
+#[cold]
+#[inline(never)]
+fn instant_recorded(category: Category, a: u32, b: u32, c: u32) {
     let Some(buffer) = buffer() else { return };
     // Relaxed: owner-only counter.
     let open = buffer.open.load(Ordering::Relaxed);
