@@ -19,7 +19,8 @@
 //!   (still in its LIFO slot or join deque), without a permit: it takes no
 //!   free worker, and the task may be what it waits for. A background task
 //!   blocked in a wait lends its permit until the wait ends (permits.rs), so
-//!   the cap counts running background tasks, not blocked ones;
+//!   the cap counts running background tasks, not blocked ones. A pool that
+//!   shut down runs what is queued without the cap;
 //! * a thread that waits in `join` (block-on-complete) only helps with work at
 //!   least as urgent as what it waits for, so a frame never waits behind a
 //!   background job that its own main thread started (in a pool with no

@@ -504,14 +504,14 @@ fn dropping_the_last_pool_while_an_outside_thread_holds_the_background_permit() 
             dropped.recv().unwrap();
             // Give the worker time to find the queued tasks out of its
             // reach and, before the fix, to exit (not a timing assertion:
-            // the outcome below is the same whenever it looks).
+            // with the fix the tasks run whenever it looks).
             std::thread::sleep(Duration::from_millis(100));
             release_send.send(()).unwrap();
             joiner.join().unwrap();
             // Relaxed: the join ordered it.
             assert!(joined.load(Ordering::Relaxed));
             // Up to ten seconds, well inside the child's watchdog, so that
-            // lost tasks fail the count rather than time the child out.
+            // tasks left queued fail the count here.
             let give_up = std::time::Instant::now() + Duration::from_secs(10);
             // Relaxed: a count; each task adds to it once.
             while ran.load(Ordering::Relaxed) < 10 && std::time::Instant::now() < give_up {

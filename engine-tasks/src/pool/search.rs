@@ -21,7 +21,8 @@
 //! additionally needs one of the pool's `background_cap` permits, except a
 //! task that a waiting thread takes back from its own LIFO slot or join
 //! deque (tasks it pushed itself): a join never waits for a task that it
-//! could run itself.
+//! could run itself; and except once the pool has shut down, when no frame
+//! is left to keep threads for (`Local::acquire_background`).
 //!
 
 use super::worker::{Found, Local, INJECTOR_BATCH, LIFO_STREAK_CAP};

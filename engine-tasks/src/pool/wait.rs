@@ -48,6 +48,17 @@ use std::time::Duration;
 /// worker does not.)
 pub(crate) const WARM_STEP_LINES: usize = 32;
 
+/// What a park does once its pool has shut down ([`Local::park`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum AtShutdown {
+    /// Parks as asked: the caller's stop condition (a wait's latch, set by
+    /// a thread that then wakes it) ends the park.
+    Park,
+    /// Parks for at most [`SHUTDOWN_LOOK_AGAIN`]: a worker that has not
+    /// stopped has work in sight.
+    LookAgain,
+}
+
 /// How long a thread of a pool that shut down sleeps before it looks again
 /// for work it saw but could not take (another thread was moving it):
 /// short against a shutdown, long against a look's cost.
@@ -165,7 +176,7 @@ impl Local<'_> {
                     if let Some(cpu) = self.shared.next_frame.frame_cpu() {
                         placement.steer_self_off(cpu);
                     }
-                    let parked = self.park(floor, &stop, Some(timeout));
+                    let parked = self.park(floor, &stop, Some(timeout), AtShutdown::Park);
                     placement.restore();
                     match parked {
                         Parked::TimedOut => self
@@ -210,12 +221,12 @@ impl Local<'_> {
                 }
             }
         }
-        // Shutting down with work in sight that this thread's looks could
-        // not take (another thread moving it): shutdown's wake-ups are
-        // spent, so look again soon instead of parking for good.
-        let timeout = (self.shared.is_shutdown() && self.shared.has_queued_work())
-            .then_some(SHUTDOWN_LOOK_AGAIN);
-        match self.park(floor, &stop, timeout) {
+        let at_shutdown = if waiting {
+            AtShutdown::Park
+        } else {
+            AtShutdown::LookAgain
+        };
+        match self.park(floor, &stop, None, at_shutdown) {
             Parked::Idle(idle) => idle,
             Parked::TimedOut => Idle::Woke,
         }
@@ -228,6 +239,7 @@ impl Local<'_> {
         floor: Lane,
         stop: &impl Fn() -> bool,
         timeout: Option<Duration>,
+        at_shutdown: AtShutdown,
     ) -> Parked {
         let sleep = &self.shared.sleep;
         let was_searching = self.searching.replace(false);
@@ -251,6 +263,18 @@ impl Local<'_> {
             }
             return Parked::Idle(Idle::Stopped);
         }
+        // A worker that did not stop once its pool shut down saw work its
+        // looks could not take (another thread moving it; `run_worker`),
+        // and shutdown's wake-ups are spent: look again soon instead of
+        // parking for good. Decided here, after `stop`, so that work that
+        // came into sight since the caller's last look counts. A gate that
+        // closes after this check unparks every slot (`shutdown_and_join`).
+        let timeout = match at_shutdown {
+            AtShutdown::LookAgain if self.shared.is_shutdown() => {
+                Some(timeout.map_or(SHUTDOWN_LOOK_AGAIN, |t| t.min(SHUTDOWN_LOOK_AGAIN)))
+            }
+            _ => timeout,
+        };
         if was_searching {
             self.pass_search_below(floor);
         }

@@ -290,8 +290,8 @@ impl<'a> Local<'a> {
 
     // ----- running -----
 
-    /// Runs tasks from anywhere in the pool, every lane, until it finds
-    /// none: a shut-down pool's last runs (`drain`).
+    /// Runs tasks from anywhere in the pool, every lane, until none is
+    /// queued: a shut-down pool's last runs (`drain`).
     fn run_until_empty(&self) {
         let backoff = Backoff::new();
         loop {
@@ -773,7 +773,10 @@ pub(crate) fn run_worker(shared: Arc<Shared>, index: usize) {
 pub(crate) fn drain(shared: &Shared) {
     if in_another_pool(shared) {
         // Never `shared`'s guest (`with_slot`): run what no slot owner
-        // will. The guest, if any, runs its own queues in its wait.
+        // will. The guest, if any, runs its own queues in its wait. Scope
+        // credit this thread may hold is for the scope of the task it runs
+        // now (a task settles others as it starts, a wait as it ends),
+        // which cannot end before this drop returns anyway: no settle.
         while run_one_unowned(shared) {}
         return;
     }
