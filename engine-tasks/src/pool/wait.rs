@@ -54,8 +54,9 @@ pub(super) enum AtShutdown {
     /// Parks as asked: the caller's stop condition (a wait's latch, set by
     /// a thread that then wakes it) ends the park.
     Park,
-    /// Parks for at most [`SHUTDOWN_LOOK_AGAIN`]: a worker that has not
-    /// stopped has work in sight.
+    /// Parks for at most [`SHUTDOWN_LOOK_AGAIN`] (a worker's park, with or
+    /// without a forecast's timeout): a worker that has not stopped has
+    /// work in sight.
     LookAgain,
 }
 
@@ -176,7 +177,7 @@ impl Local<'_> {
                     if let Some(cpu) = self.shared.next_frame.frame_cpu() {
                         placement.steer_self_off(cpu);
                     }
-                    let parked = self.park(floor, &stop, Some(timeout), AtShutdown::Park);
+                    let parked = self.park(floor, &stop, Some(timeout), AtShutdown::LookAgain);
                     placement.restore();
                     match parked {
                         Parked::TimedOut => self
@@ -429,6 +430,16 @@ impl Local<'_> {
         }
     }
 
+    /// Before this thread runs a task of another pool inside a wait: gives
+    /// back this pool's searcher token, if a push gave it to this thread,
+    /// so that pushes to this pool still wake its threads; and scope
+    /// credit, since the task may run long or block and must not hold up a
+    /// scope of this pool (credit.rs).
+    fn before_another_pools_task(&self) {
+        self.leave_search();
+        self.credit.settle();
+    }
+
     /// Block-on-complete for a latch that a task of `other`, another pool,
     /// sets (or, with `None`, a blocking thread of no pool): this thread
     /// keeps working for its own pool (every lane) while
@@ -450,11 +461,8 @@ impl Local<'_> {
             if let Some(task) = inbox.and_then(|q| q.try_lock().and_then(|mut c| c.pop())) {
                 // Work of the other pool: first give back this pool's
                 // searcher token, if a push gave it to this thread, so
-                // that pushes to this pool still wake its threads. And
-                // give back scope credit: the task may run long or block,
-                // and must not hold up a scope of this pool (credit.rs).
-                self.leave_search();
-                self.credit.settle();
+                // that pushes to this pool still wake its threads.
+                self.before_another_pools_task();
                 let _span = instrument::task(Lane::FrameCritical, task.site());
                 task.run();
                 return true;
@@ -463,8 +471,7 @@ impl Local<'_> {
                 // Listed before the look, so a later push wakes this thread.
                 helping.get_or_init(|| Helping::new(other, self.helper_waker()));
                 // As above, before a task of the other pool may run.
-                self.leave_search();
-                self.credit.settle();
+                self.before_another_pools_task();
                 if run_one_unowned(other) {
                     return true;
                 }

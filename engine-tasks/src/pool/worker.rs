@@ -300,13 +300,11 @@ impl<'a> Local<'a> {
                 backoff.reset();
             } else if !self.shared.has_queued_work() {
                 return;
-            } else if !backoff.is_completed() {
+            } else {
                 // Another thread is moving the work in sight (a steal, a
                 // held consumer lock): it lets go within a microsecond
                 // unless preempted.
-                backoff.snooze();
-            } else {
-                std::thread::sleep(wait::SHUTDOWN_LOOK_AGAIN);
+                pause_between_looks(&backoff);
             }
         }
     }
@@ -794,11 +792,21 @@ pub(crate) fn drain(shared: &Shared) {
         }
         if run_one_unowned(shared) {
             backoff.reset();
-        } else if !backoff.is_completed() {
-            backoff.snooze();
         } else {
-            std::thread::sleep(wait::SHUTDOWN_LOOK_AGAIN);
+            pause_between_looks(&backoff);
         }
+    }
+}
+
+/// Between two looks of a shut-down pool's last runs that found nothing to
+/// take: spins, then yields (`backoff`), then sleeps
+/// [`SHUTDOWN_LOOK_AGAIN`](wait::SHUTDOWN_LOOK_AGAIN), so that a long wait
+/// does not take a core.
+fn pause_between_looks(backoff: &Backoff) {
+    if backoff.is_completed() {
+        std::thread::sleep(wait::SHUTDOWN_LOOK_AGAIN);
+    } else {
+        backoff.snooze();
     }
 }
 

@@ -97,6 +97,7 @@ pub(crate) struct FrameGate {
     /// Held by a sleeper from its mark to its sleep, and by the evaluator
     /// before it wakes the sleepers (module docs); guards nothing else.
     sleep_lock: Mutex<()>,
+    /// Where askers sleep until the answer (module docs).
     sleepers: Condvar,
 }
 
@@ -183,9 +184,10 @@ impl FrameGate {
         #[cfg(not(loom))]
         let backoff = Backoff::new();
         loop {
-            // Acquire: pairs with the Release swap of the answer
-            // (`Publish::drop`), so the evaluator's reads and writes happen
-            // before ours.
+            // Acquire: pairs with the Release swap or store of the answer
+            // (`Publish::drop`; a store if the frame ran alone before a
+            // hand-over), so the evaluator's reads and writes happen before
+            // ours.
             let word = self.state.load(Ordering::Acquire);
             if word >> STATE_BITS == epoch {
                 if let Some(answer) = answer_in(word) {
@@ -389,6 +391,8 @@ mod tests {
                         evaluating_tx.send(()).unwrap();
                         let watchdog = Instant::now() + WATCHDOG;
                         while Instant::now() < watchdog {
+                            // Relaxed: a poll for the mark; nothing is read
+                            // through it.
                             if gate.state.load(Ordering::Relaxed) == word(1, SLEPT_ON) {
                                 // Relaxed: read after the join.
                                 marked.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -414,6 +418,7 @@ mod tests {
             .recv_timeout(WATCHDOG * 2)
             .expect("the asker was never woken");
         evaluator.join().unwrap();
+        // Relaxed: the join ordered it.
         (answer, marked.load(std::sync::atomic::Ordering::Relaxed))
     }
 
