@@ -215,9 +215,10 @@ impl<'a> Local<'a> {
     }
 
     /// Counts `runs` tasks of `lane` run inline: the nodes of a frame run
-    /// alone, counted once at its end (unlike `run_task`, which counts a
-    /// task before it runs), so a node reading the pool's statistics sees
-    /// the frame's earlier nodes only from the next frame on.
+    /// alone, or of one thread's walk of a planned frame, counted once at
+    /// its end (unlike `run_task`, which counts a task before it runs), so
+    /// a node reading the pool's statistics sees the frame's earlier nodes
+    /// only from the next frame on.
     #[inline]
     pub(crate) fn count_inline_runs(&self, lane: Lane, runs: u64) {
         if runs > 0 {

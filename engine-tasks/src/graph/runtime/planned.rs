@@ -93,7 +93,12 @@
 //! count per walker, not one per sink on a line both cores write (in-process
 //! A/B runs: frames 0.4–2.8 µs sooner; `docs/performance/paced-cold-start.md`).
 //! No frame ends sooner for counting earlier: the latch waits for every helper
-//! to leave. A helper that ran a node marks its pool slot first
+//! to leave. It counts the nodes it ran in the pool's statistics as it leaves
+//! too, as a frame run alone does, and `claim_next` is inlined into the walk:
+//! the two ended 1 µs frames 0.6–0.8 µs sooner in four in-process A/B runs
+//! (30,000 frames each, the variant chosen at random per frame), where the
+//! same harness with nothing to choose between differed by at most 0.1 µs
+//! (`docs/performance/w4-runs.md`). A helper that ran a node marks its pool slot first
 //! (`helper_slots`), so the frame's end knows who took part (for the early
 //! wake-ups of a paced loop) without reading every node's run record.
 
@@ -407,7 +412,6 @@ impl Shared {
             busy = busy.saturating_add(end.saturating_sub(start));
             claimed_next = self.claim_next(me, &mut heads.0[me], index, frame.epoch);
             self.runs[index as usize].write(start, end, frame.thread, outcome);
-            local.count_inline_run(lane);
             let successors = self.successors_of(index);
             if outcome.fails_dependents() {
                 for &s in successors {
@@ -432,6 +436,8 @@ impl Shared {
             // latch from being set here, and the frame's thread owns it.
             unsafe { self.finish_sinks(sinks) };
         }
+        // Counted once, as a frame run alone counts its nodes (module docs).
+        local.count_inline_runs(lane, u64::from(ran));
         local.set_lane(outer_lane);
         // Relaxed, both: a helper's count-down of the frame's latch, after
         // this, publishes them to the frame's thread, which adds its own
@@ -454,7 +460,7 @@ impl Shared {
     /// for another node; it is claimed already (`next_step` moves past
     /// it); another thread won the swap (`head` moved past it here, as in
     /// `next_step`).
-    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
+    #[inline(always)]
     fn claim_next(&self, me: usize, head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
         let schedule = &self.schedule;
         let &index = schedule.list(me).get(*head)?;
