@@ -40,12 +40,24 @@ use std::cell::OnceCell;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
+/// Pause instructions between two looks of a spinning wait (a worker's
+/// look for work, a planned frame's walker's look for a ready node): about
+/// 0.1 µs on the development VM (25-28 ns a pause). With 32 (0.8 µs) a
+/// worker found a back-to-back frame's helper task, and a walker its
+/// next node, up to 0.8 µs late: in three in-process A/B runs (30,000
+/// frames of 1 µs nodes, the count chosen at random per frame) 4 ended
+/// frames 0.36-0.44 µs sooner (`docs/performance/w4-runs.md`). A look
+/// reads lines other threads write, but a line moves only when written,
+/// however often it is read; the wait's length is a time, not a count.
+pub(crate) const PAUSES_BETWEEN_LOOKS: usize = 4;
+
 /// Lines an early-woken worker prefetches between two looks for the
-/// frame's work: on the development VM 32 prefetches from memory took
-/// about 0.65 µs (2,900 lines in a look of about 60 µs) and the 32 pauses
-/// they replace 0.8 µs (25 ns a pause), so the frame's work is found as
-/// soon. (The pauses also let an SMT sibling run; while it warms, the
-/// worker does not.)
+/// frame's work, in place of [`PAUSES_BETWEEN_LOOKS`]: on the development
+/// VM 32 prefetches from memory took about 0.65 µs (2,900 lines in a look
+/// of about 60 µs). Fewer lines a step would warm fewer lines before the
+/// frame, in looks that find nothing until it starts; so while it warms, a
+/// worker finds the frame's work up to 0.65 µs late. (The pauses also let
+/// an SMT sibling run; while it warms, the worker does not.)
 pub(crate) const WARM_STEP_LINES: usize = 32;
 
 /// What a park does once its pool has shut down ([`Local::park`]).
@@ -104,14 +116,14 @@ impl Local<'_> {
             Some(found) => Some(Idle::Found(found)),
             None => stop().then_some(Idle::Stopped),
         };
-        // Looks every 32 pause instructions, or every `WARM_STEP_LINES`
-        // lines of `warming` while it lasts, until `ticks` passed or
-        // `going_on` says no.
+        // Looks every `PAUSES_BETWEEN_LOOKS` pause instructions, or every
+        // `WARM_STEP_LINES` lines of `warming` while it lasts, until
+        // `ticks` passed or `going_on` says no.
         let poll = |ticks: u64, going_on: &dyn Fn() -> bool, warming: &mut Warming| {
             let deadline = clock::ticks().saturating_add(ticks);
             while clock::ticks() < deadline && going_on() {
                 if warming.step(WARM_STEP_LINES) == 0 {
-                    for _ in 0..32 {
+                    for _ in 0..PAUSES_BETWEEN_LOOKS {
                         std::hint::spin_loop();
                     }
                 }

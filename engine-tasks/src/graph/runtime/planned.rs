@@ -105,6 +105,7 @@
 use super::frame::{Caches, PREFETCH_AHEAD};
 use super::{FrameView, Shared};
 use crate::clock;
+use crate::pool::wait::PAUSES_BETWEEN_LOOKS;
 use crate::pool::worker::Local;
 use crate::sync::node_marks::ClaimMarks;
 use crate::sync::prefetch::{Span, MAX_DATA_LINES};
@@ -566,7 +567,7 @@ impl Shared {
         let lane = self.inputs.lane;
         let mut deadline = clock::ticks().saturating_add(self.inputs.plan_wait_ticks);
         loop {
-            for _ in 0..32 {
+            for _ in 0..PAUSES_BETWEEN_LOOKS {
                 std::hint::spin_loop();
             }
             if self.can_progress(schedule, heads, frame.epoch) {
