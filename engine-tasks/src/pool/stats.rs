@@ -156,7 +156,9 @@ pub struct LaneStats {
     /// it and ends it as cancelled. The nodes of a task-graph frame that
     /// runs alone on its own thread count at the frame's end, on that
     /// thread's slot, and not at all when the thread has no slot in the
-    /// pool (another pool's thread, or the guest slot was taken).
+    /// pool (another pool's thread, or the guest slot was taken); those of
+    /// a planned frame count on the slot of each thread that walked the
+    /// plan, as it leaves its walk.
     pub executed: u64,
     /// Tasks taken from another thread's queues.
     pub stolen_tasks: u64,

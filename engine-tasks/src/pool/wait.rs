@@ -42,13 +42,18 @@ use std::time::Duration;
 
 /// Pause instructions between two looks of a spinning wait (a worker's
 /// look for work, a planned frame's walker's look for a ready node): about
-/// 0.1 µs on the development VM (25-28 ns a pause). With 32 (0.8 µs) a
+/// 0.1 µs on the development VM (25–28 ns a pause). With 32 (0.8 µs) a
 /// worker found a back-to-back frame's helper task, and a walker its
 /// next node, up to 0.8 µs late: in three in-process A/B runs (30,000
-/// frames of 1 µs nodes, the count chosen at random per frame) 4 ended
-/// frames 0.36-0.44 µs sooner (`docs/performance/w4-runs.md`). A look
-/// reads lines other threads write, but a line moves only when written,
-/// however often it is read; the wait's length is a time, not a count.
+/// frames of 1 µs nodes, the count chosen at random per frame) looking
+/// every 4 pauses ended frames 0.36–0.44 µs sooner; at 60 Hz (600 frames
+/// an arm) 4.5 µs sooner and 0.4 µs later in two runs
+/// (`docs/performance/w4-runs.md`). The wait's length is a time, not a
+/// count, so it burns no more CPU. Looking more often costs more moves of
+/// the lines a look reads (at most one per write to them between two
+/// looks) and more steal attempts on a peer whose advertised work is gone;
+/// and a spinning thread leaves less time to an SMT sibling. Measured on
+/// the 2-core VM only.
 pub(crate) const PAUSES_BETWEEN_LOOKS: usize = 4;
 
 /// Lines an early-woken worker prefetches between two looks for the

@@ -218,7 +218,7 @@ impl<'a> Local<'a> {
     /// alone, or of one thread's walk of a planned frame, counted once at
     /// its end (unlike `run_task`, which counts a task before it runs), so
     /// a node reading the pool's statistics sees the frame's earlier nodes
-    /// only from the next frame on.
+    /// only once that walk has ended (by the frame's end at the latest).
     #[inline]
     pub(crate) fn count_inline_runs(&self, lane: Lane, runs: u64) {
         if runs > 0 {

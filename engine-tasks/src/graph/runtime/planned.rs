@@ -93,12 +93,13 @@
 //! count per walker, not one per sink on a line both cores write (in-process
 //! A/B runs: frames 0.4–2.8 µs sooner; `docs/performance/paced-cold-start.md`).
 //! No frame ends sooner for counting earlier: the latch waits for every helper
-//! to leave. It counts the nodes it ran in the pool's statistics as it leaves
-//! too, as a frame run alone does, and `claim_next` is inlined into the walk:
-//! the two ended 1 µs frames 0.6–0.8 µs sooner in four in-process A/B runs
-//! (30,000 frames each, the variant chosen at random per frame), where the
-//! same harness with nothing to choose between differed by at most 0.1 µs
-//! (`docs/performance/w4-runs.md`). A helper that ran a node marks its pool slot first
+//! to leave. A walker also counts the nodes it ran in the pool's statistics
+//! as it leaves, as a frame run alone does, and `claim_next` is inlined into
+//! the walk: the two ended 1 µs frames 0.6–0.8 µs sooner in four in-process
+//! A/B runs (30,000 frames each, the variant chosen at random per frame),
+//! where the same harness with nothing to choose between differed by at
+//! most 0.1 µs (`docs/performance/w4-runs.md`). A helper that ran a node
+//! marks its pool slot first
 //! (`helper_slots`), so the frame's end knows who took part (for the early
 //! wake-ups of a paced loop) without reading every node's run record.
 
@@ -462,6 +463,7 @@ impl Shared {
     /// it); another thread won the swap (`head` moved past it here, as in
     /// `next_step`).
     #[inline(always)]
+    #[cfg_attr(target_os = "linux", link_section = "engine_tasks_shared")]
     fn claim_next(&self, me: usize, head: &mut usize, ran: u32, epoch: u64) -> Option<u32> {
         let schedule = &self.schedule;
         let &index = schedule.list(me).get(*head)?;
