@@ -523,3 +523,101 @@ fn shutdown_from_a_task_does_not_join_a_thread_that_waits_for_it() {
         .expect("the shutdown waited for the task waiting for it");
     assert_eq!(sum, 3);
 }
+
+/// Runs `f` on a thread of its own and returns what it returns, failing
+/// (instead of hanging the test run) if it has not returned in a minute.
+fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// A spawn function that keeps the function of its first start (answering
+/// `Ok` with the handle of a thread that has already ended) and starts
+/// every later thread; `drop_in_next_call` drops the kept function inside
+/// the second call, under the pool's lock, instead of leaving it to
+/// `kept`'s owner.
+type Kept = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+fn keeps_its_first_function(
+    builder: BlockingPoolBuilder,
+    drop_in_next_call: bool,
+) -> (BlockingPoolBuilder, Kept) {
+    let kept: Kept = Arc::default();
+    let slot = kept.clone();
+    let calls = AtomicUsize::new(0);
+    let builder = builder.spawn_with(move |spec, main| {
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            *slot.lock().unwrap() = Some(main);
+            return Ok(thread::spawn(|| ()));
+        }
+        if drop_in_next_call {
+            drop(slot.lock().unwrap().take());
+        }
+        thread::Builder::new().name(spec.name).spawn(main)
+    });
+    (builder, kept)
+}
+
+#[test]
+fn a_function_dropped_unrun_after_its_start_was_counted_gives_its_task_to_another_thread() {
+    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(2), false);
+    let pool = builder.build().unwrap();
+    let task = pool.spawn(|| 7).unwrap();
+    assert_eq!(pool.metrics().threads, 1, "the kept start counts, for now");
+    // The thread the pool counted will never run: the pool takes it back
+    // and starts another for the task.
+    drop(kept.lock().unwrap().take());
+    assert_eq!(returns("the task", move || task.wait().unwrap()), 7);
+    assert_eq!(pool.metrics().spawn_failures, 1);
+    let left = returns("the shutdown", move || {
+        pool.shutdown();
+        pool.metrics().threads
+    });
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_function_dropped_unrun_inside_a_later_spawn_call_is_taken_back_after_it() {
+    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(2), true);
+    let pool = builder.build().unwrap();
+    let first = pool.spawn(|| 1).unwrap();
+    // No thread is idle: the second task starts a thread, and the spawn
+    // function drops the first start's function in that call.
+    let second = pool.spawn(|| 2).unwrap();
+    assert!(kept.lock().unwrap().is_none());
+    let metrics = pool.metrics();
+    assert_eq!((metrics.threads, metrics.spawn_failures), (1, 1));
+    let sum = returns("the tasks", move || {
+        first.wait().unwrap() + second.wait().unwrap()
+    });
+    assert_eq!(sum, 3);
+    let left = returns("the shutdown", move || {
+        pool.shutdown();
+        pool.metrics().threads
+    });
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_mandatory_task_of_a_start_lost_during_shutdown_runs_in_the_shutdown() {
+    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(1), false);
+    let pool = builder.build().unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let task = pool
+        .spawn_mandatory(move || flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    // The shutdown waits for the counted thread; it is lost meanwhile.
+    let shutdown = {
+        let handle = pool.handle();
+        thread::spawn(move || handle.shutdown())
+    };
+    wait_until("the shutdown to begin", || {
+        matches!(pool.spawn(|| ()), Err(BlockingError::ShutDown(_)))
+    });
+    drop(kept.lock().unwrap().take());
+    returns("the shutdown", move || shutdown.join().unwrap());
+    assert!(ran.load(Ordering::SeqCst), "the mandatory task ran");
+    task.wait().unwrap();
+}

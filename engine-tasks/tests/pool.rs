@@ -556,6 +556,52 @@ fn a_panicking_spawn_function_counts_as_a_failed_spawn() {
     assert_eq!(pool.stats().spawn_failures, 1);
 }
 
+/// A spawn function that keeps its first worker's function and answers
+/// `Ok` (with the handle of a thread that has already ended), then drops
+/// the function unrun: the pool runs that worker on a plain thread, so the
+/// searcher token the worker inherited is not lost with it, and the pool
+/// goes on waking threads.
+#[test]
+fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
+    type Kept = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+    let kept: Kept = Arc::default();
+    let slot = kept.clone();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let pool = Pool::builder()
+        .threads(2)
+        .spawn_with(move |spec, main| {
+            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                *slot.lock().unwrap() = Some(main);
+                return Ok(std::thread::spawn(|| ()));
+            }
+            std::thread::Builder::new().name(spec.name).spawn(main)
+        })
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    for i in 0..100 {
+        let tx = tx.clone();
+        // Detached: each task reports on the channel.
+        drop(
+            pool.spawn(Lane::Background, move || tx.send(i).unwrap())
+                .unwrap(),
+        );
+    }
+    drop(kept.lock().unwrap().take());
+    let mut got: Vec<i32> = (0..100)
+        .map(|_| {
+            rx.recv_timeout(std::time::Duration::from_secs(60))
+                .expect("a task was never run")
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+    assert_eq!(pool.stats().spawn_failures, 0);
+    // The stand-in is joined with the other workers.
+    drop(pool);
+}
+
 #[test]
 fn parallel_chunks_mut_hands_out_every_item_once() {
     let pool = pool(2);

@@ -177,9 +177,12 @@ impl BlockingPoolBuilder {
     /// return an error (a panic counts as one). The pool believes the
     /// answer: a thread the function started before it failed returns at
     /// once without joining the pool, and a function dropped unrun before
-    /// it returns makes the start a failure too. But a function it keeps
-    /// and never runs (or drops later) is a thread the pool counts, and
-    /// `shutdown` waits for it. Run in the call instead of on a new thread,
+    /// it returns makes the start a failure too. A function it keeps may
+    /// run at any time, and one it drops unrun later is then a failed start
+    /// (the pool takes the thread's count back and finds another thread for
+    /// its task). But a function kept and never run nor dropped is a thread
+    /// the pool counts, and `shutdown` waits for it. Run in the call instead
+    /// of on a new thread,
     /// the function panics, and the start fails. `spawn` runs under the
     /// pool's lock, inside the call that submits a task: it must not submit
     /// to this pool or read its [`metrics`](BlockingPoolHandle::metrics)
@@ -225,6 +228,8 @@ impl BlockingPoolBuilder {
                     name_prefix: self.name_prefix,
                     stack_size: self.stack_size,
                     spawn: self.spawn.unwrap_or_else(|| Arc::new(spawn_std_thread)),
+                    in_spawn_call: AtomicUsize::new(0),
+                    lost_in_spawn_call: AtomicUsize::new(0),
                     metrics: Metrics::default(),
                 }),
             },
@@ -332,7 +337,8 @@ pub struct BlockingMetrics {
     pub completed: u64,
     /// Most threads alive at once so far.
     pub peak_threads: usize,
-    /// Threads that could not be started.
+    /// Threads that could not be started, counting a start whose function
+    /// the spawn function dropped unrun after it answered `Ok`.
     pub spawn_failures: u64,
 }
 
@@ -385,6 +391,12 @@ pub(super) struct Inner {
     name_prefix: String,
     stack_size: Option<usize>,
     spawn: Arc<SpawnFn>,
+    /// The `thread_token` of the thread inside the spawn function, under
+    /// the lock (`start_thread`); 0 when none is.
+    in_spawn_call: AtomicUsize,
+    /// Starts lost inside that call (`lost_start`), for `start_thread` to
+    /// take back once it returns.
+    lost_in_spawn_call: AtomicUsize,
     metrics: Metrics,
 }
 
@@ -599,11 +611,22 @@ impl BlockingPoolHandle {
         }
         // No other thread left (none ever started, all failed to start, or
         // the caller is the last pool thread): the mandatory tasks run here.
+        // From outside, first wait until the last thread has left: another
+        // call may have taken the threads' handles, and a thread may still
+        // run mandatory tasks (the first call came from a task, say). A
+        // thread counted but lost before it ran (`lost_start`) leaves its
+        // task to this loop.
         loop {
             let job = {
                 let mut state = inner.lock();
-                if state.threads > usize::from(on_pool_thread) {
-                    break;
+                if on_pool_thread {
+                    if state.threads > 1 {
+                        break;
+                    }
+                } else {
+                    while state.threads > 0 {
+                        state = inner.exited.wait(state).unwrap_or_else(|e| e.into_inner());
+                    }
                 }
                 let job = state.queue.pop_front();
                 inner.sync_counts(&state);
@@ -612,15 +635,6 @@ impl BlockingPoolHandle {
             match job {
                 Some(job) => inner.run_job(job),
                 None => break,
-            }
-        }
-        if !on_pool_thread {
-            // Another call may have taken the threads' handles, and a thread
-            // may still run mandatory tasks (the first call came from a
-            // task, say): wait until the last thread has left.
-            let mut state = inner.lock();
-            while state.threads > 0 {
-                state = inner.exited.wait(state).unwrap_or_else(|e| e.into_inner());
             }
         }
     }
@@ -742,10 +756,23 @@ impl Inner {
             stack_size: self.stack_size,
         };
         let inner = self.clone();
+        let on_lost = {
+            let inner = self.clone();
+            move |body| {
+                drop(body);
+                inner.lost_start();
+            }
+        };
         // A spawn function that panics, or starts the thread and then
         // fails, is a failed start, and that thread never enters the pool
         // (start.rs): it would leave it one more time than it was counted.
-        match start::start_thread(&*self.spawn, spec, move || inner.thread_main()) {
+        // Relaxed: read back only by this thread (`lost_start`); no other
+        // thread's token equals its own.
+        self.in_spawn_call.store(thread_token(), Ordering::Relaxed);
+        let started = start::start_thread(&*self.spawn, spec, move || inner.thread_main(), on_lost);
+        // Relaxed: as above.
+        self.in_spawn_call.store(0, Ordering::Relaxed);
+        let counted = match started {
             Ok(handle) => {
                 state.threads += 1;
                 state.wakeups.started();
@@ -757,6 +784,56 @@ impl Inner {
                 // Relaxed: a statistic.
                 self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
                 false
+            }
+        };
+        // Relaxed: written by this thread alone, in the call above.
+        let lost = self.lost_in_spawn_call.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            self.take_back(state, lost);
+        }
+        counted
+    }
+
+    /// The spawn function answered `Ok` for a thread, and then dropped its
+    /// function unrun (`pool/start.rs`): that thread will never run, and
+    /// `shutdown` would wait for it for ever. Takes its count back, on
+    /// whatever thread dropped the function.
+    fn lost_start(self: &Arc<Self>) {
+        // Relaxed: the lost start is a failed one, for the statistics.
+        self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: see `start_thread`.
+        if self.in_spawn_call.load(Ordering::Relaxed) == thread_token() {
+            // Dropped inside a later call of the spawn function, on the
+            // thread that holds the lock for it: `start_thread` takes the
+            // count back once the call returns.
+            self.lost_in_spawn_call.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut state = self.lock();
+        self.take_back(&mut state, 1);
+    }
+
+    /// Uncounts `lost` threads that were started and never ran (under the
+    /// lock), and finds another thread for the tasks they would have taken
+    /// at their first look.
+    fn take_back(self: &Arc<Self>, state: &mut State, lost: usize) {
+        for _ in 0..lost {
+            state.threads -= 1;
+            state.wakeups.first_look();
+        }
+        self.sync_counts(state);
+        self.note_if_all_left(state);
+        self.exited.notify_all();
+        for _ in 0..lost {
+            if state.shutdown || state.wakeups.unclaimed_tasks(state.queue.len()) == 0 {
+                // After shutdown, the callers of `shutdown` run what is left.
+                break;
+            }
+            if state.wakeups.submitted() == OnSubmit::Signal {
+                self.work.notify_one();
+            } else if state.threads >= self.cap || !self.start_thread(state) {
+                // The threads there are take it in turn.
+                break;
             }
         }
     }
@@ -881,4 +958,11 @@ impl Inner {
 thread_local! {
     /// The blocking pool this thread belongs to, as an address (0: none).
     static CURRENT_POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// A byte whose address tells this thread from every other live one.
+    static THREAD_TOKEN: u8 = const { 0 };
+}
+
+/// This thread's token: never 0, and no other live thread's.
+fn thread_token() -> usize {
+    THREAD_TOKEN.with(|token| token as *const u8 as usize)
 }

@@ -214,8 +214,12 @@ impl PoolBuilder {
     /// A panic counts as an error. The pool believes the answer: a thread
     /// the function started before it failed returns at once without
     /// running the pool's loop, and a function it drops unrun before it
-    /// returns makes the start a failure too. `spawn` must run the function
-    /// on the new thread: run in the call, it panics, and the start fails.
+    /// returns makes the start a failure too. A function kept to run later
+    /// may run at any time; if it is dropped unrun after `Ok`, the pool
+    /// runs the worker on a plain `std::thread` instead (still joined at
+    /// shutdown, but without the function's set-up). `spawn` must run the
+    /// function on a new thread: run in the call, it panics, and the start
+    /// fails.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool};

@@ -213,6 +213,11 @@ pub(crate) struct Shared {
     spawn_failed: AtomicBool,
     spawn_failures: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Plain threads that run a counted worker's body because the spawn
+    /// function dropped the worker's function unrun (`stand_in`); joined at
+    /// shutdown with `threads`. A leaf lock, free of `threads`: the
+    /// function can be dropped inside a spawn call that holds that one.
+    stand_ins: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) external: SlotCounters,
     config: Config,
     me: Weak<Shared>,
@@ -243,6 +248,7 @@ impl Shared {
             spawn_failed: AtomicBool::new(false),
             spawn_failures: AtomicU64::new(0),
             threads: Mutex::new(Vec::with_capacity(config.threads)),
+            stand_ins: Mutex::new(Vec::new()),
             external: SlotCounters::default(),
             config,
             me: me.clone(),
@@ -578,7 +584,16 @@ impl Shared {
         // fails, is a failed spawn, and that thread never runs the body
         // (start.rs).
         let body = self.config.thread_body;
-        match start::start_thread(&*self.config.spawn, spec, move || body(shared, index)) {
+        let on_lost = {
+            let (shared, spec) = (shared.clone(), spec.clone());
+            move |body| shared.stand_in(spec, body)
+        };
+        match start::start_thread(
+            &*self.config.spawn,
+            spec,
+            move || body(shared, index),
+            on_lost,
+        ) {
             Ok(handle) => {
                 threads.push(handle);
                 // Relaxed: read as a hint by `can_spawn`; the lock orders it.
@@ -594,14 +609,44 @@ impl Shared {
         }
     }
 
+    /// The spawn function answered `Ok` for a worker, and then dropped its
+    /// function unrun (start.rs): runs the worker's `body` on a plain
+    /// thread, so that the worker the pool counted exists. It holds the
+    /// searcher token of the call that started it (`notify`), and a parked
+    /// pool would otherwise never wake a thread again. If no thread starts
+    /// (the system refuses one, or the pool is shutting down, whose drop
+    /// runs what is queued), the token is passed on instead and the pool
+    /// works with the threads it has.
+    fn stand_in(&self, spec: ThreadSpec, body: impl FnOnce() + Send + 'static) {
+        let mut stand_ins = self.stand_ins.lock().unwrap_or_else(|e| e.into_inner());
+        // Decided under the lock that `shutdown_and_join` takes after it
+        // closes the gate: a thread started here is one it joins.
+        let started = if self.is_shutdown() {
+            Err(io::Error::other("the pool is shutting down"))
+        } else {
+            spawn_std_thread(spec, Box::new(body))
+        };
+        match started {
+            Ok(handle) => stand_ins.push(handle),
+            Err(_) => {
+                drop(stand_ins);
+                // Relaxed: as in `spawn_worker`.
+                self.spawn_failed.store(true, Ordering::Relaxed);
+                self.spawn_failures.fetch_add(1, Ordering::Relaxed);
+                self.sleep.give_up_token();
+            }
+        }
+    }
+
     /// Begins shutdown and joins every worker, unless the caller is running
     /// one of the pool's tasks; see the module docs.
     pub(crate) fn shutdown_and_join(&self) {
         self.gate.close();
-        let handles = {
+        let mut handles = {
             let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::take(&mut *threads)
         };
+        handles.append(&mut self.stand_ins.lock().unwrap_or_else(|e| e.into_inner()));
         for slot in 0..self.sleep.slots() {
             self.sleep.unpark(slot);
         }

@@ -13,10 +13,12 @@
 //! Pending --the thread's function dropped--> Dropped  (the start then counts as failed)
 //! ```
 //!
-//! A function dropped after the verdict was `Counted` (a spawn function that
-//! kept it to run later, then dropped it) changes nothing: the pool counts
-//! a thread that never runs. A function run on the starting call's own
-//! thread, before the verdict, panics instead of waiting for itself.
+//! A function dropped unrun after the verdict was `Counted` (a spawn
+//! function that kept it to run later, then dropped it) leaves the state as
+//! it is, but [`Ticket::abandon`] tells the dropper so: the pool counted a
+//! thread that will never run, and must take it back (`pool/start.rs`).
+//! A function run on the starting call's own thread, before the verdict,
+//! panics instead of waiting for itself.
 //!
 //! The thread's function first waits while the verdict is `Pending`, then
 //! runs the pool's body only if it reads `Counted`. The starting call
@@ -119,6 +121,39 @@ impl Ticket {
     }
 }
 
+/// What became of a start whose thread's function was dropped unrun.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Abandoned {
+    /// Before the verdict: the start fails (`Verdict::decide`).
+    BeforeTheVerdict,
+    /// After the pool counted the thread: it will never run.
+    Counted,
+    /// After the start was refused: the pool counted nothing.
+    Refused,
+}
+
+impl Ticket {
+    /// The thread's function is being dropped without having run: settles
+    /// the verdict (`Pending` becomes `Dropped`) and says what the pool
+    /// believed, in one hold of the lock, so a verdict given meanwhile is
+    /// either seen here or sees the drop.
+    pub(crate) fn abandon(self) -> Abandoned {
+        let mut state = self.0.lock();
+        let abandoned = match *state {
+            State::Pending => {
+                *state = State::Dropped;
+                Abandoned::BeforeTheVerdict
+            }
+            State::Counted => Abandoned::Counted,
+            State::Refused | State::Dropped => Abandoned::Refused,
+        };
+        // Released before `self` drops, whose `Drop` finds the state
+        // settled.
+        drop(state);
+        abandoned
+    }
+}
+
 impl Drop for Ticket {
     /// Dropped before the verdict (the function was never run): tell the
     /// starting call, which then refuses the start. After it: nothing.
@@ -165,6 +200,25 @@ mod loom_models {
     fn a_thread_runs_the_body_only_when_its_start_was_counted() {
         model(true);
         model(false);
+    }
+
+    /// The function is abandoned unrun on another thread while the spawn
+    /// function answers `Ok`: either the start fails (dropped before the
+    /// verdict) or the dropper learns the pool counted it, never both,
+    /// never neither. A counted thread is never silently lost.
+    #[test]
+    fn an_abandoned_function_either_fails_the_start_or_is_reported_counted() {
+        loom::model(|| {
+            let (verdict, ticket) = new();
+            let dropper = thread::spawn(move || ticket.abandon());
+            let counted = verdict.decide(Ok(())).is_ok();
+            let abandoned = dropper.join().unwrap();
+            if counted {
+                assert_eq!(abandoned, Abandoned::Counted);
+            } else {
+                assert_eq!(abandoned, Abandoned::BeforeTheVerdict);
+            }
+        });
     }
 
     /// The function is dropped unrun while the spawn function still runs:
