@@ -533,6 +533,14 @@ fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
         .unwrap_or_else(|_| panic!("{what} hung"))
 }
 
+/// Shuts `pool` down (failing if that hangs); the threads it has left.
+fn threads_after_shutdown(pool: BlockingPool) -> usize {
+    returns("the shutdown", move || {
+        pool.shutdown();
+        pool.metrics().threads
+    })
+}
+
 /// A spawn function that keeps the function of its first start (answering
 /// `Ok` with the handle of a thread that has already ended) and starts
 /// every later thread; `drop_in_next_call` drops the kept function inside
@@ -570,11 +578,7 @@ fn a_function_dropped_unrun_after_its_start_was_counted_gives_its_task_to_anothe
     drop(kept.lock().unwrap().take());
     assert_eq!(returns("the task", move || task.wait().unwrap()), 7);
     assert_eq!(pool.metrics().spawn_failures, 1);
-    let left = returns("the shutdown", move || {
-        pool.shutdown();
-        pool.metrics().threads
-    });
-    assert_eq!(left, 0);
+    assert_eq!(threads_after_shutdown(pool), 0);
 }
 
 #[test]
@@ -592,11 +596,7 @@ fn a_function_dropped_unrun_inside_a_later_spawn_call_is_taken_back_after_it() {
         first.wait().unwrap() + second.wait().unwrap()
     });
     assert_eq!(sum, 3);
-    let left = returns("the shutdown", move || {
-        pool.shutdown();
-        pool.metrics().threads
-    });
-    assert_eq!(left, 0);
+    assert_eq!(threads_after_shutdown(pool), 0);
 }
 
 #[test]
