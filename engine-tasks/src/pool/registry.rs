@@ -470,7 +470,9 @@ impl Shared {
         self.background.force_acquire(n);
     }
 
-    /// Whether work of `lane` is queued anywhere in the pool.
+    /// Whether work of `lane` is queued anywhere in the pool: its injector
+    /// or any thread's queues.
+    #[inline]
     pub(crate) fn has_visible_work(&self, lane: Lane) -> bool {
         !self.injector[lane.index()].is_empty() || self.slots.iter().any(|slot| slot.has_work(lane))
     }

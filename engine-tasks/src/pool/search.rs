@@ -166,11 +166,10 @@ impl Local<'_> {
     /// The first of `lanes` with queued work anywhere in the pool: its
     /// injector or any thread's queues (a thorough look).
     pub(super) fn visible_lane(&self, lanes: &[Lane]) -> Option<Lane> {
-        let shared = self.shared;
-        lanes.iter().copied().find(|&lane| {
-            !shared.injector[lane.index()].is_empty()
-                || shared.slots.iter().any(|slot| slot.has_work(lane))
-        })
+        lanes
+            .iter()
+            .copied()
+            .find(|&lane| self.shared.has_visible_work(lane))
     }
 
     pub(super) fn background_visible(&self, thorough: bool) -> bool {
