@@ -524,13 +524,18 @@ fn shutdown_from_a_task_does_not_join_a_thread_that_waits_for_it() {
     assert_eq!(sum, 3);
 }
 
-/// Runs `f` on a thread of its own and returns what it returns, failing
-/// (instead of hanging the test run) if it has not returned in a minute.
+/// Runs `f` on a thread of its own and returns what it returns. If it has
+/// not returned in a minute, the process aborts with a message: a panic
+/// would drop the test's pool as it unwinds, whose shutdown would wait for
+/// the same hung thread, and hang the test run instead of failing it.
 fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || tx.send(f()).unwrap());
     rx.recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("{what} hung"))
+        .unwrap_or_else(|_| {
+            eprintln!("{what} hung for a minute; aborting");
+            std::process::abort()
+        })
 }
 
 /// Shuts `pool` down (failing if that hangs); the threads it has left.
@@ -541,15 +546,26 @@ fn threads_after_shutdown(pool: BlockingPool) -> usize {
     })
 }
 
+/// Where a spawn function drops the function it kept.
+#[derive(Clone, Copy)]
+enum KeptDropped {
+    /// By the test, through `Kept`.
+    ByItsOwner,
+    /// Inside the second call, under the pool's lock.
+    InTheNextCall,
+    /// Inside the second call, on a thread the call waits for (a thread
+    /// factory, say).
+    OnAThreadTheNextCallWaitsFor,
+}
+
 /// A spawn function that keeps the function of its first start (answering
 /// `Ok` with the handle of a thread that has already ended) and starts
-/// every later thread; `drop_in_next_call` drops the kept function inside
-/// the second call, under the pool's lock, instead of leaving it to
-/// `kept`'s owner.
+/// every later thread; the kept function is dropped unrun as `dropped`
+/// says.
 type Kept = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
 fn keeps_its_first_function(
     builder: BlockingPoolBuilder,
-    drop_in_next_call: bool,
+    dropped: KeptDropped,
 ) -> (BlockingPoolBuilder, Kept) {
     let kept: Kept = Arc::default();
     let slot = kept.clone();
@@ -559,8 +575,13 @@ fn keeps_its_first_function(
             *slot.lock().unwrap() = Some(main);
             return Ok(thread::spawn(|| ()));
         }
-        if drop_in_next_call {
-            drop(slot.lock().unwrap().take());
+        let function = slot.lock().unwrap().take();
+        match dropped {
+            KeptDropped::ByItsOwner => *slot.lock().unwrap() = function,
+            KeptDropped::InTheNextCall => drop(function),
+            KeptDropped::OnAThreadTheNextCallWaitsFor => {
+                thread::spawn(move || drop(function)).join().unwrap()
+            }
         }
         thread::Builder::new().name(spec.name).spawn(main)
     });
@@ -569,26 +590,33 @@ fn keeps_its_first_function(
 
 #[test]
 fn a_function_dropped_unrun_after_its_start_was_counted_gives_its_task_to_another_thread() {
-    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(2), false);
+    let (builder, kept) =
+        keeps_its_first_function(BlockingPool::builder().cap(2), KeptDropped::ByItsOwner);
     let pool = builder.build().unwrap();
     let task = pool.spawn(|| 7).unwrap();
     assert_eq!(pool.metrics().threads, 1, "the kept start counts, for now");
     // The thread the pool counted will never run: the pool takes it back
     // and starts another for the task.
-    drop(kept.lock().unwrap().take());
+    // Out of the lock first: the drop may start a thread, through the
+    // spawn function, which takes the same lock.
+    let function = kept.lock().unwrap().take();
+    drop(function);
     assert_eq!(returns("the task", move || task.wait().unwrap()), 7);
     assert_eq!(pool.metrics().spawn_failures, 1);
     assert_eq!(threads_after_shutdown(pool), 0);
 }
 
-#[test]
-fn a_function_dropped_unrun_inside_a_later_spawn_call_is_taken_back_after_it() {
-    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(2), true);
+/// The first start's function is dropped inside the second start's spawn
+/// call, as `dropped` says, while that call holds the pool's lock: the
+/// count is taken back after the call, and nothing waits for the lock.
+fn dropped_during_a_later_spawn_call(dropped: KeptDropped) {
+    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(2), dropped);
     let pool = builder.build().unwrap();
     let first = pool.spawn(|| 1).unwrap();
     // No thread is idle: the second task starts a thread, and the spawn
     // function drops the first start's function in that call.
-    let second = pool.spawn(|| 2).unwrap();
+    let handle = pool.handle();
+    let second = returns("the second submission", move || handle.spawn(|| 2).unwrap());
     assert!(kept.lock().unwrap().is_none());
     let metrics = pool.metrics();
     assert_eq!((metrics.threads, metrics.spawn_failures), (1, 1));
@@ -600,8 +628,19 @@ fn a_function_dropped_unrun_inside_a_later_spawn_call_is_taken_back_after_it() {
 }
 
 #[test]
+fn a_function_dropped_unrun_inside_a_later_spawn_call_is_taken_back_after_it() {
+    dropped_during_a_later_spawn_call(KeptDropped::InTheNextCall);
+}
+
+#[test]
+fn a_function_dropped_unrun_on_a_thread_a_spawn_call_waits_for_is_taken_back_after_it() {
+    dropped_during_a_later_spawn_call(KeptDropped::OnAThreadTheNextCallWaitsFor);
+}
+
+#[test]
 fn a_mandatory_task_of_a_start_lost_during_shutdown_runs_in_the_shutdown() {
-    let (builder, kept) = keeps_its_first_function(BlockingPool::builder().cap(1), false);
+    let (builder, kept) =
+        keeps_its_first_function(BlockingPool::builder().cap(1), KeptDropped::ByItsOwner);
     let pool = builder.build().unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let flag = ran.clone();
@@ -616,7 +655,10 @@ fn a_mandatory_task_of_a_start_lost_during_shutdown_runs_in_the_shutdown() {
     wait_until("the shutdown to begin", || {
         matches!(pool.spawn(|| ()), Err(BlockingError::ShutDown(_)))
     });
-    drop(kept.lock().unwrap().take());
+    // Out of the lock first: the drop may start a thread, through the
+    // spawn function, which takes the same lock.
+    let function = kept.lock().unwrap().take();
+    drop(function);
     returns("the shutdown", move || shutdown.join().unwrap());
     assert!(ran.load(Ordering::SeqCst), "the mandatory task ran");
     task.wait().unwrap();

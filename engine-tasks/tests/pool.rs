@@ -588,7 +588,10 @@ fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
                 .unwrap(),
         );
     }
-    drop(kept.lock().unwrap().take());
+    // Out of the lock first: the drop may start a thread, through the
+    // spawn function, which takes the same lock.
+    let function = kept.lock().unwrap().take();
+    drop(function);
     let mut got: Vec<i32> = (0..100)
         .map(|_| {
             rx.recv_timeout(std::time::Duration::from_secs(60))

@@ -24,10 +24,13 @@
 //! ```
 //!
 //! The pool's design is in `pool.rs`, a task's handle and the states of its result in `task.rs`; the counting that decides when a
-//! submission wakes a thread, with its loom model, in `wakeups.rs`.
+//! submission wakes a thread, with its loom model, in `wakeups.rs`; how a
+//! thread counted and never run is taken back, with its loom model, in
+//! `lost_starts.rs`.
 
 #[cfg(all(not(loom), feature = "assets"))]
 pub mod assets;
+pub(crate) mod lost_starts;
 #[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]

@@ -44,6 +44,7 @@
 //!   thread has taken it yet (`BlockingTask::wait`): with every thread as
 //!   busy as the waiter, it would wait behind itself.
 
+use crate::blocking::lost_starts::SpawnCall;
 use crate::blocking::task::{BlockingTask, Completion};
 use crate::blocking::wakeups::{OnSubmit, Wakeups};
 use crate::faults::{self, Site};
@@ -58,7 +59,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
@@ -228,8 +229,7 @@ impl BlockingPoolBuilder {
                     name_prefix: self.name_prefix,
                     stack_size: self.stack_size,
                     spawn: self.spawn.unwrap_or_else(|| Arc::new(spawn_std_thread)),
-                    in_spawn_call: AtomicUsize::new(0),
-                    lost_in_spawn_call: AtomicUsize::new(0),
+                    spawn_call: SpawnCall::default(),
                     metrics: Metrics::default(),
                 }),
             },
@@ -391,12 +391,9 @@ pub(super) struct Inner {
     name_prefix: String,
     stack_size: Option<usize>,
     spawn: Arc<SpawnFn>,
-    /// The `thread_token` of the thread inside the spawn function, under
-    /// the lock (`start_thread`); 0 when none is.
-    in_spawn_call: AtomicUsize,
-    /// Starts lost inside that call (`lost_start`), for `start_thread` to
-    /// take back once it returns.
-    lost_in_spawn_call: AtomicUsize,
+    /// Whether a thread is inside the spawn function under the lock, and
+    /// the starts lost meanwhile (lost_starts.rs).
+    spawn_call: SpawnCall,
     metrics: Metrics,
 }
 
@@ -766,12 +763,9 @@ impl Inner {
         // A spawn function that panics, or starts the thread and then
         // fails, is a failed start, and that thread never enters the pool
         // (start.rs): it would leave it one more time than it was counted.
-        // Relaxed: read back only by this thread (`lost_start`); no other
-        // thread's token equals its own.
-        self.in_spawn_call.store(thread_token(), Ordering::Relaxed);
+        self.spawn_call.enter();
         let started = start::start_thread(&*self.spawn, spec, move || inner.thread_main(), on_lost);
-        // Relaxed: as above.
-        self.in_spawn_call.store(0, Ordering::Relaxed);
+        let lost = self.spawn_call.leave();
         let counted = match started {
             Ok(handle) => {
                 state.threads += 1;
@@ -786,44 +780,62 @@ impl Inner {
                 false
             }
         };
-        // Relaxed: written by this thread alone, in the call above.
-        let lost = self.lost_in_spawn_call.swap(0, Ordering::Relaxed);
-        if lost > 0 {
-            self.take_back(state, lost);
-        }
+        // Lost during the call: uncounted only. The call was made for a
+        // task that its own thread takes; starting others here could lose
+        // starts again, one call inside the other, without end.
+        self.uncount(state, lost);
         counted
     }
 
     /// The spawn function answered `Ok` for a thread, and then dropped its
     /// function unrun (`pool/start.rs`): that thread will never run, and
     /// `shutdown` would wait for it for ever. Takes its count back, on
-    /// whatever thread dropped the function.
+    /// whatever thread dropped the function, never waiting for the lock
+    /// while a spawn call holds it (lost_starts.rs).
     fn lost_start(self: &Arc<Self>) {
-        // Relaxed: the lost start is a failed one, for the statistics.
+        // Relaxed: a statistic.
         self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed);
-        // Relaxed: see `start_thread`.
-        if self.in_spawn_call.load(Ordering::Relaxed) == thread_token() {
-            // Dropped inside a later call of the spawn function, on the
-            // thread that holds the lock for it: `start_thread` takes the
-            // count back once the call returns.
-            self.lost_in_spawn_call.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let mut state = match self.state.try_lock() {
+                Ok(state) => state,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    if self.spawn_call.defer() {
+                        // `start_thread` takes it back after the call.
+                        return;
+                    }
+                    thread::yield_now();
+                    continue;
+                }
+            };
+            self.uncount(&mut state, 1);
+            self.give_tasks_a_thread(&mut state, 1);
             return;
         }
-        let mut state = self.lock();
-        self.take_back(&mut state, 1);
     }
 
     /// Uncounts `lost` threads that were started and never ran (under the
-    /// lock), and finds another thread for the tasks they would have taken
-    /// at their first look.
-    fn take_back(self: &Arc<Self>, state: &mut State, lost: usize) {
+    /// lock).
+    fn uncount(&self, state: &mut State, lost: usize) {
+        if lost == 0 {
+            return;
+        }
         for _ in 0..lost {
             state.threads -= 1;
             state.wakeups.first_look();
         }
+        // The handles the spawn function returned for them (threads that
+        // do not run this pool) are joined at shutdown; those of threads
+        // already ended are let go now, so a long run keeps none.
+        state.handles.retain(|_, handle| !handle.is_finished());
         self.sync_counts(state);
         self.note_if_all_left(state);
         self.exited.notify_all();
+    }
+
+    /// Finds a thread for the tasks that `lost` uncounted threads would
+    /// have taken at their first look (under the lock).
+    fn give_tasks_a_thread(self: &Arc<Self>, state: &mut State, lost: usize) {
         for _ in 0..lost {
             if state.shutdown || state.wakeups.unclaimed_tasks(state.queue.len()) == 0 {
                 // After shutdown, the callers of `shutdown` run what is left.
@@ -958,11 +970,4 @@ impl Inner {
 thread_local! {
     /// The blocking pool this thread belongs to, as an address (0: none).
     static CURRENT_POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// A byte whose address tells this thread from every other live one.
-    static THREAD_TOKEN: u8 = const { 0 };
-}
-
-/// This thread's token: never 0, and no other live thread's.
-fn thread_token() -> usize {
-    THREAD_TOKEN.with(|token| token as *const u8 as usize)
 }

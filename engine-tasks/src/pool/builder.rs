@@ -215,11 +215,16 @@ impl PoolBuilder {
     /// the function started before it failed returns at once without
     /// running the pool's loop, and a function it drops unrun before it
     /// returns makes the start a failure too. A function kept to run later
-    /// may run at any time; if it is dropped unrun after `Ok`, the pool
-    /// runs the worker on a plain `std::thread` instead (still joined at
-    /// shutdown, but without the function's set-up). `spawn` must run the
-    /// function on a new thread: run in the call, it panics, and the start
-    /// fails.
+    /// holds up the pool until it runs: the new worker is the one the pool
+    /// counts on to wake the next, so parked workers stay parked and new
+    /// tasks wait (a `join` runs its own). If it is dropped unrun after
+    /// `Ok`, the pool runs the worker on a plain `std::thread` instead
+    /// (joined at shutdown, but without the function's set-up); after
+    /// shutdown began, or if the system refuses that thread, no worker runs
+    /// in its place, the start counts in
+    /// [`spawn_failures`](crate::PoolStats::spawn_failures), and the pool
+    /// works with the threads it has. `spawn` must run the function on a
+    /// new thread: run in the call, it panics, and the start fails.
     ///
     /// ```
     /// use engine_tasks::{Lane, Pool};

@@ -632,7 +632,9 @@ impl Shared {
             Ok(handle) => stand_ins.push(handle),
             Err(_) => {
                 drop(stand_ins);
-                // Relaxed: as in `spawn_worker`.
+                // Relaxed: hints for `can_spawn`, and a statistic. Stored
+                // outside the `threads` lock: a `spawn_worker` that reads
+                // the old value makes one more attempt, no more.
                 self.spawn_failed.store(true, Ordering::Relaxed);
                 self.spawn_failures.fetch_add(1, Ordering::Relaxed);
                 self.sleep.give_up_token();
