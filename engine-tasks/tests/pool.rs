@@ -556,22 +556,19 @@ fn a_panicking_spawn_function_counts_as_a_failed_spawn() {
     assert_eq!(pool.stats().spawn_failures, 1);
 }
 
-/// A spawn function that keeps its first worker's function and answers
-/// `Ok` (with the handle of a thread that has already ended), then drops
-/// the function unrun: the pool runs that worker on a plain thread, so the
-/// searcher token the worker inherited is not lost with it, and the pool
-/// goes on waking threads.
-#[test]
-fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
-    type Kept = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+type Kept = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// A two-thread pool whose spawn function keeps its first worker's
+/// function and answers `Ok` (with the handle of a thread that has already
+/// ended), and starts every later worker; and where the kept function is.
+fn pool_keeping_its_first_worker() -> (Pool, Kept) {
     let kept: Kept = Arc::default();
     let slot = kept.clone();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = calls.clone();
+    let calls = AtomicUsize::new(0);
     let pool = Pool::builder()
         .threads(2)
         .spawn_with(move |spec, main| {
-            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 *slot.lock().unwrap() = Some(main);
                 return Ok(std::thread::spawn(|| ()));
             }
@@ -579,6 +576,22 @@ fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
         })
         .build()
         .unwrap();
+    (pool, kept)
+}
+
+/// Drops the kept function unrun, out of the lock first: the drop may start
+/// a thread, and a spawn function may take the same lock.
+fn drop_unrun(kept: &Kept) {
+    let function = kept.lock().unwrap().take();
+    drop(function.expect("the first worker's function was kept"));
+}
+
+/// The kept function is dropped unrun: the pool runs that worker on a
+/// plain thread, so the searcher token the worker inherited is not lost
+/// with it, and the pool goes on waking threads.
+#[test]
+fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
+    let (pool, kept) = pool_keeping_its_first_worker();
     let (tx, rx) = mpsc::channel();
     for i in 0..100 {
         let tx = tx.clone();
@@ -588,10 +601,7 @@ fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
                 .unwrap(),
         );
     }
-    // Out of the lock first: the drop may start a thread, through the
-    // spawn function, which takes the same lock.
-    let function = kept.lock().unwrap().take();
-    drop(function);
+    drop_unrun(&kept);
     let mut got: Vec<i32> = (0..100)
         .map(|_| {
             rx.recv_timeout(std::time::Duration::from_secs(60))
@@ -603,6 +613,32 @@ fn a_worker_whose_function_is_dropped_unrun_after_it_was_counted_still_runs() {
     assert_eq!(pool.stats().spawn_failures, 0);
     // The stand-in is joined with the other workers.
     drop(pool);
+}
+
+/// The kept function is dropped unrun after the pool was dropped: no
+/// stand-in starts, and the tasks queued meanwhile ran in the drop.
+#[test]
+fn a_worker_function_dropped_unrun_after_shutdown_starts_nothing() {
+    let (pool, kept) = pool_keeping_its_first_worker();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..10 {
+        let ran = ran.clone();
+        drop(
+            pool.spawn(Lane::Background, move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+        );
+    }
+    let stats = pool.handle();
+    drop(pool);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        10,
+        "the drop ran what was queued"
+    );
+    drop_unrun(&kept);
+    assert_eq!(stats.stats().spawn_failures, 1);
 }
 
 #[test]
