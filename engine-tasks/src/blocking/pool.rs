@@ -181,7 +181,8 @@ impl BlockingPoolBuilder {
     /// it returns makes the start a failure too. A function it keeps may
     /// run at any time, and one it drops unrun later is then a failed start
     /// (the pool takes the thread's count back and finds another thread for
-    /// its task). But a function kept and never run nor dropped is a thread
+    /// its task, which may call `spawn` on the thread that dropped the
+    /// function). But a function kept and never run nor dropped is a thread
     /// the pool counts, and `shutdown` waits for it. Run in the call instead
     /// of on a new thread,
     /// the function panics, and the start fails. `spawn` runs under the
